@@ -65,6 +65,7 @@ from middleware.task_tool import (
     answered_response,
     as_background_record,
     available_agents_block,
+    clip,
     lost_answer,
     open_calls,
     with_answers,
@@ -104,10 +105,8 @@ from subagents.transcripts import left_by_call
 
 log = logging.getLogger(__name__)
 
-# ----------------------------------------------------------------------------
 # The words: results the model reads back are compact JSON (ids and statuses quoted exactly); confirmations are
 # one sentence naming the task id.
-# ----------------------------------------------------------------------------
 
 BACKGROUND_INSTRUCTIONS = """You can also run subagents in the background with `start_async_task`.
 It returns a task id at once and the subagent works while you continue. You are told
@@ -163,12 +162,8 @@ def checked(record: Mapping[str, object], problem: str | None = None) -> str:
     return _json(view)
 
 
-DEFAULT_LIST_LIMIT = 50
-"""Tasks ``list_async_tasks`` shows at most when not given a ``limit``."""
-
-MAX_LIST_LIMIT = 200
-"""The largest ``limit`` ``list_async_tasks`` accepts."""
-
+DEFAULT_LIST_LIMIT = 50  # tasks list_async_tasks shows at most when not given a limit
+MAX_LIST_LIMIT = 200  # the largest limit it accepts
 DEFAULT_LIST_TOTAL_CHARS = 12_000
 """Bound on one ``list_async_tasks`` answer (as on a notice): rows that do not fit are counted and paged to."""
 
@@ -180,7 +175,7 @@ def listed(records: Iterable[Mapping[str, Any]], status: str | None, offset: int
     rows = []
     for r in sorted(records, key=lambda r: r.get("created_at") or 0, reverse=True):
         row = {"task_id": r["id"], "agent_type": r["agent_type"], "status": r["status"],
-               "description": _clip(r.get("description") or "", _PREVIEW)}
+               "description": clip(r.get("description") or "", _PREVIEW)}
         if r.get("note"):
             row["note"] = r["note"]
         rows.append(row)
@@ -233,7 +228,7 @@ def capped_notice(head: str, lines: list[str], total_chars: int) -> str:
         reserve = len(rest(left)) + 1 if left else 0
         room = total_chars - size - 1 - reserve
         if len(line) > room and len(kept) == 1 and room >= 40:
-            line = _clip(line, room)
+            line = clip(line, room)
         if len(line) > room:
             kept.append(rest(len(lines) - i))
             break
@@ -242,33 +237,21 @@ def capped_notice(head: str, lines: list[str], total_chars: int) -> str:
     return "\n".join(kept)
 
 
-def _notice_line(r: Mapping[str, object], result_chars: int) -> str:
+def _notice_line(r: Mapping[str, Any], result_chars: int) -> str:
     """One task's line; never raises, whatever a hand-edited record or a child's interrupt holds."""
     try:
-        return _line(r, result_chars)
+        head = f"- {r['id']} ({r['agent_type']}): {r['status']}"
+        if r["status"] == "completed":
+            result = r.get("result") or ""
+            more = " [truncated; check_async_task has the full result]" if len(result) > result_chars else ""
+            return f"{head}. Result: {clip(result, result_chars)}{more}"
+        if r["status"] == "waiting_for_approval":
+            request = clip(_json(r.get("approval_request")), result_chars)
+            return f"{head}. It asks for approval: {request}. Answer with update_async_task."
+        return f"{head}. {clip(r['error'], result_chars)}" if r.get("error") else f"{head}."
     except Exception:  # noqa: BLE001 - the notice runs before every model call: it must not stop the parent
-        return f"- {_clip(_text(r.get('id')), 200)}: {_clip(_text(r.get('status')), 100)} " \
+        return f"- {clip(_text(r.get('id')), 200)}: {clip(_text(r.get('status')), 100)} " \
                "(its record could not be shown; call check_async_task)."
-
-
-def _line(r: Mapping[str, Any], result_chars: int) -> str:
-    head = f"- {r['id']} ({r['agent_type']}): {r['status']}"
-    if r["status"] == "completed":
-        result = r.get("result") or ""
-        clipped = _clip(result, result_chars)
-        more = " [truncated; check_async_task has the full result]" if clipped != result else ""
-        return f"{head}. Result: {clipped}{more}"
-    if r["status"] == "waiting_for_approval":
-        request = _json(r.get("approval_request"))
-        return (f"{head}. It asks for approval: {_clip(request, result_chars)}. "
-                "Answer with update_async_task.")
-    if r.get("error"):
-        return f"{head}. {_clip(r['error'], result_chars)}"
-    return f"{head}."
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
 _REPR = reprlib.Repr()
@@ -291,9 +274,7 @@ def _text(value: object) -> str:
         return f"<{type(value).__name__}>"
 
 
-# ----------------------------------------------------------------------------
 # The six tools. They carry the delegation tag, so no child ever holds them.
-# ----------------------------------------------------------------------------
 
 REMOTE_START_LEFT_OPEN = (
     "The run stopped before this start was answered. If the task reached its server it is found there "
@@ -404,10 +385,8 @@ def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[s
     return Command(update={"messages": [message], ASYNC_LEDGER_KEY: {}})  # see _reply: every call writes the ledger
 
 
-# ----------------------------------------------------------------------------
 # What each tool does, as one ``Command``: a ``ToolMessage`` and the records it changed. An unknown id or a
 # forbidden operation is an error result, never raised.
-# ----------------------------------------------------------------------------
 
 def _on_task(act: Callable[..., Awaitable[Command[str]]]) -> Callable[..., Coroutine[object, None, Command[str]]]:
     """A handler of a tool acting on one task, called with the task's ledger record in place of its ``task_id``."""
@@ -684,24 +663,29 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             parent_tools=self._tools,
         )
 
-    # A turn after a stopped run: its open calls answered.
+    # A turn after a stopped run: its open calls answered (else a ledger the thread stopped writing touched).
     def before_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
-        calls = self._open_calls(state)
-        if not calls:  # a ledger the thread stopped writing is touched (see subagents.ledger.touch_if_quiet)
+        if not (calls := self._open_calls(state)):
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
         saved = _saved_checkpoints(calls) if _starts(calls) else []
-        try:
-            return self.runtime.run(self._answer_open(state, calls, get_config(), saved))
-        except RuntimeClosed:
-            return None
+        return self._on_loop(self._answer_open(state, calls, get_config(), saved))
 
     async def abefore_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
-        calls = self._open_calls(state)
-        if not calls:
+        if not (calls := self._open_calls(state)):
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
         saved = await _asaved_checkpoints(calls) if _starts(calls) else []
+        return await self._aon_loop(self._answer_open(state, calls, get_config(), saved))
+
+    def _on_loop(self, work: Coroutine[object, None, dict[str, object] | None] | None) -> dict[str, object] | None:
         try:
-            return await self.runtime.arun(self._answer_open(state, calls, get_config(), saved))
+            return None if work is None else self.runtime.run(work)
+        except RuntimeClosed:  # closed meanwhile: nothing to report
+            return None
+
+    async def _aon_loop(self, work: Coroutine[object, None, dict[str, object] | None] | None
+                        ) -> dict[str, object] | None:
+        try:
+            return None if work is None else await self.runtime.arun(work)
         except RuntimeClosed:
             return None
 
@@ -781,22 +765,14 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # Completion notices.
     def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
-        orphans = self._orphans(state)
-        if not (self._due(state) or orphans):
-            return None
-        try:
-            return self.runtime.run(self._catch_up(state, orphans))
-        except RuntimeClosed:  # closed meanwhile: nothing to report
-            return None
+        return self._on_loop(self._catch_up_due(state))
 
     async def abefore_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
+        return await self._aon_loop(self._catch_up_due(state))
+
+    def _catch_up_due(self, state: AgentState[ResponseT]) -> Coroutine[object, None, dict[str, object] | None] | None:
         orphans = self._orphans(state)
-        if not (self._due(state) or orphans):
-            return None
-        try:
-            return await self.runtime.arun(self._catch_up(state, orphans))
-        except RuntimeClosed:
-            return None
+        return self._catch_up(state, orphans) if self._due(state) or orphans else None
 
     def _orphans(self, state: AgentState[ResponseT]) -> tuple[str, dict[str, tuple[str, str]]] | None:
         """Remote starts in the messages with no ledger record, not yet looked for in this process."""

@@ -478,13 +478,6 @@ STRUCTURED_TASK_TOOL_DESCRIPTION = (TASK_TOOL_DESCRIPTION + "\nTo get a typed an
                                     "naming what did not match.")
 
 
-def task_tool_arguments(structured_results: bool) -> tuple[type[TaskToolInput], str]:
-    """The ``task`` tool's argument schema and description."""
-    if structured_results:
-        return TaskToolInputWithSchema, STRUCTURED_TASK_TOOL_DESCRIPTION
-    return TaskToolInput, TASK_TOOL_DESCRIPTION
-
-
 PLACEHOLDER = "{available_agents}"
 
 
@@ -513,57 +506,50 @@ class RecordedTool(StructuredTool):
     (inside the tool: LangChain runs a ``wrap_tool_call`` hook around every tool call of the parent)."""
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        if (refused := self._too_deep(input)) is not None:
-            return refused
         try:
-            return super().invoke(input, config, **kwargs)
+            return self._too_deep(input) or super().invoke(input, config, **kwargs)
         except ValidationError as exc:
             return self._invalid(input, exc)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        if (refused := self._too_deep(input)) is not None:
-            return refused
         try:
-            return await super().ainvoke(input, config, **kwargs)
+            return self._too_deep(input) or await super().ainvoke(input, config, **kwargs)
         except ValidationError as exc:
             return self._invalid(input, exc)
 
     def _too_deep(self, call: Any) -> Command[str] | None:
         """The answer to a model's call whose arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH`, if it is one."""
-        if not (isinstance(call, dict) and call.get("type") == "tool_call" and call.get("id")):
+        if not _model_call(call) or _depth_at_most(call.get("args"), MAX_ARGUMENT_DEPTH):
             return None
-        if _depth_at_most(call.get("args"), MAX_ARGUMENT_DEPTH):
-            return None
-        reason = (f"Error invoking tool '{self.name}': its arguments are nested more than {MAX_ARGUMENT_DEPTH} "
-                  "levels deep. Call it again with plain arguments.")
-        message = ToolMessage(content=reason, tool_call_id=call["id"], name=self.name, status="error")
-        record = invalid_call_record(self.name, call["id"], reason)
-        return Command(update={**self._recorded(record), "messages": [message]})
+        return self._refused(call, f"Error invoking tool '{self.name}': its arguments are nested more than "
+                             f"{MAX_ARGUMENT_DEPTH} levels deep. Call it again with plain arguments.")
 
     def _invalid(self, call: Any, exc: ValidationError) -> Command[str]:
         """The tool node's own answer to these arguments, with this call's ledger record."""
-        if is_invalid_resume(exc) or not (isinstance(call, dict) and call.get("type") == "tool_call"
-                                          and call.get("id")):
+        if is_invalid_resume(exc) or not _model_call(call):
             raise exc  # not bad arguments from a model's tool call: the caller's to handle
         try:
-            return self._answered(call, exc)
+            raw = call.get("args")
+            args = {k: v for k, v in raw.items() if k not in _INJECTED} if isinstance(raw, dict) else {}
+            errors = [cast(ErrorDetails, {**e, "input": _without_injected(e.get("input"))}) for e in exc.errors()
+                      if not (e.get("loc") and e["loc"][0] in _INJECTED)]
+            agent = args.get("subagent_type") if isinstance(args.get("subagent_type"), str) else None
+            return self._refused(call, ToolInvocationError(self.name, exc, args, errors).message, agent)
         except Exception:  # noqa: BLE001 - the failure path must not fail: the tool node answers it, unrecorded
             raise exc from None
 
-    def _answered(self, call: dict[str, Any], exc: ValidationError) -> Command[str]:
-        raw = call.get("args")
-        args = {k: v for k, v in raw.items() if k not in _INJECTED} if isinstance(raw, dict) else {}
-        errors = [cast(ErrorDetails, {**e, "input": _without_injected(e.get("input"))}) for e in exc.errors()
-                  if not (e.get("loc") and e["loc"][0] in _INJECTED)]
-        message = ToolMessage(content=ToolInvocationError(self.name, exc, args, errors).message,
-                              tool_call_id=call["id"], name=self.name, status="error")
-        agent = args.get("subagent_type") if isinstance(args.get("subagent_type"), str) else None
-        record = invalid_call_record(self.name, call["id"], safe_text(message.content), agent)
+    def _refused(self, call: dict[str, Any], content: str, agent: str | None = None) -> Command[str]:
+        message = ToolMessage(content=content, tool_call_id=call["id"], name=self.name, status="error")
+        record = invalid_call_record(self.name, call["id"], safe_text(content), agent)
         return Command(update={**self._recorded(record), "messages": [message]})
 
     def _recorded(self, record: dict[str, object]) -> dict[str, object]:
         """The ledger update of a call that never ran: ``task``'s ledger (a background start has its own)."""
         return {LEDGER_KEY: {record["id"]: ledger_entry(record)}}
+
+
+def _model_call(call: object) -> bool:
+    return isinstance(call, dict) and call.get("type") == "tool_call" and bool(call.get("id"))
 
 
 def _depth_at_most(value: object, limit: int) -> bool:
