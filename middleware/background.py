@@ -446,8 +446,7 @@ class BackgroundTaskHandlers:
         return None if record is None else _reply(runtime, started(record), record)
 
     async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]:
-        if (refused := self._refused(runtime)) is not None:
-            return refused
+        """The start on the loop, where :meth:`start_now` could not make it (and did not refuse it)."""
         try:
             ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
             record = await self.tasks.start(self._call(runtime, description, subagent_type), ledger)
@@ -695,12 +694,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     async def _answer_open(self, state: AgentState[ResponseT], calls: Sequence[Mapping[str, Any]],
                            config: RunnableConfig, saved: Sequence[CheckpointTuple] = ()) -> dict[str, object]:
-        """Each open call answered; a start by the task it started, as this process or its outcome knows it.
-
-        A start the stopped step had answered keeps that answer (``saved``: checkpoints whose pending writes hold
-        it). A local start whose task runs here or left an outcome gets its record, one that left no trace is
-        ``lost``; a remote start is left to orphan adoption, which asks its server.
-        """
+        """Each open call answered: a start the stopped step had answered (in ``saved``) keeps that answer; a local
+        one gets the record of the task that runs here or left an outcome, else ``lost``; a remote one is left to
+        orphan adoption, which asks its server."""
         thread_id = (config.get("configurable") or {}).get("thread_id")
         ledger = ledger_of(state)
         db = await checkpoint_db(config)
@@ -714,26 +710,22 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         records: dict[str, dict[str, object]] = {
             task_id: dict(r) for task_id, r in (kept.get(ASYNC_LEDGER_KEY) or {}).items()
             if isinstance(r, Mapping) and r.get("tool_call_id") in answered}
-        for call in calls:
-            if call["id"] in answered:
-                continue
-            if call.get("name") != START_TOOL_NAME:
-                answers[call["id"]] = lost_answer(call)
-                continue
+        for call in (c for c in calls if c["id"] not in answered):
             given = call.get("args")
             args: Mapping[str, object] = given if isinstance(given, Mapping) else {}
             agent_type = str(args.get("subagent_type") or "(unknown)")
             known = next((r for r in ledger.values() if r.get("tool_call_id") == call["id"]), None)
-            if known is not None:
+            if call.get("name") != START_TOOL_NAME:
+                answers[call["id"]] = lost_answer(call)
+            elif known is not None:
                 answers[call["id"]] = ToolMessage(started(known), tool_call_id=call["id"], name=START_TOOL_NAME)
-                continue
-            if agent_type in self.tasks.remote.specs:
+            elif agent_type in self.tasks.remote.specs:
                 answers[call["id"]] = lost_answer(call, REMOTE_START_LEFT_OPEN)
-                continue
-            record = self._recovered(thread_id, agent_type, call, args, db, left.get(call["id"]))
-            records[record["id"]] = record
-            answers[call["id"]] = (lost_answer(call) if record["status"] == "lost" else
-                                   ToolMessage(started(record), tool_call_id=call["id"], name=START_TOOL_NAME))
+            else:
+                record = self._recovered(thread_id, agent_type, call, args, db, left.get(call["id"]))
+                records[record["id"]] = record
+                answers[call["id"]] = (lost_answer(call) if record["status"] == "lost" else
+                                       ToolMessage(started(record), tool_call_id=call["id"], name=START_TOOL_NAME))
         update: dict[str, object] = {"messages": with_answers(state.get("messages") or (), answers)}
         if records:
             update[ASYNC_LEDGER_KEY] = records

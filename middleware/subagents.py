@@ -205,8 +205,6 @@ class SubAgentMiddleware(AgentMiddleware):
         """The text added to the parent's system prompt, as deepagents names it (``None``: nothing)."""
         return self.prompt_block or None
 
-    # -- the tool -----------------------------------------------------------
-
     def _task_tool(self) -> StructuredTool:
         base = TaskToolInputWithSchema if self.structured_results else TaskToolInput
         # Created subagents are not known here: with dynamic_subagents the name stays a plain string.
@@ -258,20 +256,17 @@ class SubAgentMiddleware(AgentMiddleware):
         if not messages or not isinstance(messages[-1], HumanMessage):
             return request, {}
         ledger_now = cast("Mapping[str, object]", state.get(LEDGER_KEY) or {})  # a key AgentState does not declare
-        found = self._answer_open_calls(messages, calls, saved, ledger_now)
-        if found is None:
+        answers, update = self._answer_open_calls(calls, saved, ledger_now) if calls else ({}, {})
+        if not answers:
             return request, touch_if_quiet(state, LEDGER_KEY, self._tool_names,
                                            is_turn=lambda message: not is_notice(message)) or {}
-        answers, update = found
         update["messages"] = with_answers(messages, answers)
         return request.override(messages=with_answers(request.messages, answers)[1:]), update
 
-    def _answer_open_calls(self, messages: Sequence[Any], calls: Sequence[Any], saved: Sequence[CheckpointTuple],
-                           ledger_now: Mapping[str, object]) -> tuple[dict[str, ToolMessage], dict[str, Any]] | None:
+    def _answer_open_calls(self, calls: Sequence[Any], saved: Sequence[CheckpointTuple], ledger_now: Mapping[
+            str, object]) -> tuple[dict[str, ToolMessage], dict[str, Any]]:
         """Calls a stopped run left open: what finished (in ``saved``, the checkpoints since) keeps its answer,
         the rest (but the background tools') is lost, keeping the id and transcript its child began."""
-        if not calls:
-            return None
         ours = self._tool_names
         answers, update = _finished_before_the_stop(saved, {str(c["id"]) for c in calls if c.get("name") in ours
                                                             or c.get("name") not in DELEGATION_TOOL_NAMES})
@@ -296,13 +291,9 @@ class SubAgentMiddleware(AgentMiddleware):
                                                    tool_name=str(name))
             elif name not in DELEGATION_TOOL_NAMES:  # another library's tool: its own middleware answers
                 answers[call["id"]] = lost_answer(call)
-        if not answers:
-            return None
         if ledger:
             update[LEDGER_KEY] = ledger
         return answers, update
-
-    # -- the model call: prompt, budget, calls the model got wrong -----------
 
     def _prepared(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall],
                   saved: Sequence[CheckpointTuple]) -> tuple[ModelRequest[ContextT], dict[str, Any], bool]:
@@ -362,6 +353,7 @@ class SubAgentMiddleware(AgentMiddleware):
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
         return _with_update(answered_response(response, self._tool_names, LEDGER_KEY, as_record=ledger_entry),
                             update)
+
 
 def _calls(response: ModelCallResult[ResponseT], tool_names: Sequence[str]) -> bool:
     """Whether the model's answer calls one of ``tool_names``."""

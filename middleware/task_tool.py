@@ -286,37 +286,33 @@ class SiblingWrites:
               stored: StoredWrites = ()) -> tuple[dict[str, Any], dict[str, str]]:
         """``(update, skipped)`` for this outcome; never raises (bar real cancellation)."""
         try:
-            return self._apply(runtime, outcome, stored)
+            call_id = str(runtime.tool_call_id)
+            group, parallel = _group_of(runtime.state, runtime.tool_call_id)
+            config = runtime.config or {}
+            checkpointed = (config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER) is not None
+            with self._lock:
+                earlier: dict[str, list[object]] = {}
+                known = self._groups.get(group, {}) if group else {}
+                for other, writes in known.items():
+                    if other != call_id:
+                        for key, value in writes.items():
+                            earlier.setdefault(key, []).append(value)
+                own_task = runtime.execution_info.task_id if runtime.execution_info else None
+                for key, value in _unseen(stored, {call_id, *known}, own_task, outcome.changes):
+                    earlier.setdefault(key, []).append(value)
+                update, skipped = write_back(outcome.changes, outcome.inputs, parent_channels(config),
+                                             parallel=parallel, earlier=earlier, checkpointed=checkpointed)
+                if group and parallel:
+                    self._groups.setdefault(group, {})[call_id] = dict(update)
+                    self._groups.move_to_end(group)
+                    while len(self._groups) > _GROUPS_KEPT:
+                        self._groups.popitem(last=False)
+            return update, skipped
         except BaseException as exc:  # noqa: BLE001 - the parent's step must not fail over a write-back
             if is_real_cancellation(exc):
                 raise
             why = f"could not be written back ({type(exc).__name__})"
             return {}, {safe_text(key, 200): why for key in list(outcome.changes)[:100]}
-
-    def _apply(self, runtime: ToolRuntime, outcome: TaskOutcome,
-               stored: StoredWrites) -> tuple[dict[str, Any], dict[str, str]]:
-        call_id = str(runtime.tool_call_id)
-        group, parallel = _group_of(runtime.state, runtime.tool_call_id)
-        config = runtime.config or {}
-        checkpointed = (config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER) is not None
-        with self._lock:
-            earlier: dict[str, list[object]] = {}
-            known = self._groups.get(group, {}) if group else {}
-            for other, writes in known.items():
-                if other != call_id:
-                    for key, value in writes.items():
-                        earlier.setdefault(key, []).append(value)
-            own_task = runtime.execution_info.task_id if runtime.execution_info else None
-            for key, value in _unseen(stored, {call_id, *known}, own_task, outcome.changes):
-                earlier.setdefault(key, []).append(value)
-            update, skipped = write_back(outcome.changes, outcome.inputs, parent_channels(config),
-                                         parallel=parallel, earlier=earlier, checkpointed=checkpointed)
-            if group and parallel:
-                self._groups.setdefault(group, {})[call_id] = dict(update)
-                self._groups.move_to_end(group)
-                while len(self._groups) > _GROUPS_KEPT:
-                    self._groups.popitem(last=False)
-        return update, skipped
 
 
 def _pending(found: object) -> StoredWrites:
