@@ -1,13 +1,10 @@
 """``BackgroundSubagentMiddleware``: subagents as background tasks the parent tracks.
 
-Six tools (``start_async_task``, ``check_async_task``, ``update_async_task``, ``cancel_async_task``,
-``list_async_tasks``, ``retry_async_task``) and the ledger ``async_tasks`` (of
-:class:`subagents.background.AsyncTaskRecord`), merged field by field. A spec without ``graph_id`` runs in this
-process through the same runner as ``task``; one with ``graph_id`` runs on a LangGraph Server. A child hands back
-its answer, never state keys (the parent has moved on by then). Finished tasks are announced before the parent's
-next model call; the ledger and each local outcome survive a restart (give the parent a checkpointer).
-``close()``, or dropping the middleware, closes its runtime.
-:class:`AsyncSubAgentMiddleware` and ``AsyncSubAgentState`` are the same under deepagents' names and arguments.
+Six tools and the ledger ``async_tasks`` (of :class:`subagents.background.AsyncTaskRecord`), merged field by field.
+A spec without ``graph_id`` runs in this process through the same runner as ``task``; one with ``graph_id`` on a
+LangGraph Server. A child hands back its answer, never state keys (the parent has moved on by then). Finished tasks
+are announced before the parent's next model call; the ledger and each local outcome survive a restart (given a
+checkpointer). ``close()``, or dropping the middleware, closes its runtime.
 
 Example::
 
@@ -656,11 +653,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         return runtime.run(answering)[0]
 
     def _call(self, runtime: ToolRuntime, description: str, subagent_type: str) -> TaskCall:
-        return TaskCall.from_runtime(
-            runtime, subagent_type, description,
-            parent_model=self.parent_model.model,
-            parent_tools=self._tools,
-        )
+        return TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
+                                     parent_tools=self._tools)
 
     # A turn after a stopped run: its open calls answered (else a ledger the thread stopped writing touched).
     def before_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
@@ -857,7 +851,6 @@ def _remote_spec(value: Mapping[str, object]) -> RemoteSubagentSpec:
 
 
 def _starts(calls: Sequence[Mapping[str, object]]) -> set[str]:
-    """The ids of the background starts among ``calls``."""
     return {str(c["id"]) for c in calls if c.get("name") == START_TOOL_NAME}
 
 

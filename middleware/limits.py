@@ -222,10 +222,8 @@ class ForcedDelegation:
         try:
             response = yield json_request(request, prompt, TASK_TOOL_NAME, self._schema())
         except Exception as exc:
-            cut_short = truncated_reply(exc)
-            if cut_short is None:
+            if (response := truncated_reply(exc)) is None:
                 raise
-            response = cut_short
         return with_usage_of(self._described(as_task_call(response), request), wasted)
 
     def probe(self, request: ModelRequest[ContextT]) -> None:
@@ -437,8 +435,7 @@ class _ForcedCall(Generic[ContextT]):
         return response if call is None else _calling(response, message, call)
 
     def recover(self, exc: Exception) -> ModelCallResult[ResponseT]:
-        cut_short = truncated_reply(exc)  # a schema-constrained reply cut at the token limit: close and use it
-        if cut_short is None:
+        if (cut_short := truncated_reply(exc)) is None:  # a schema-constrained reply cut at the token limit: used
             raise exc
         return self.finish(cut_short)
 

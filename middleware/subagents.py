@@ -356,7 +356,6 @@ class SubAgentMiddleware(AgentMiddleware):
 
 
 def _calls(response: ModelCallResult[ResponseT], tool_names: Sequence[str]) -> bool:
-    """Whether the model's answer calls one of ``tool_names``."""
     model_response = response.model_response if isinstance(response, ExtendedModelResponse) else response
     messages = model_response.result if isinstance(model_response, ModelResponse) else [model_response]
     return any(call.get("name") in tool_names for m in messages if isinstance(m, AIMessage) for call in m.tool_calls)
@@ -394,7 +393,6 @@ def _open_at_start(state: Mapping[str, Any]) -> list[ToolCall]:
 
 
 def _where_saved() -> tuple[BaseCheckpointSaver[str], RunnableConfig] | None:
-    """The checkpointer and this graph's thread config, if the run has them."""
     saver = (get_config().get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
     info = get_runtime().execution_info
     if saver is None or info is None or info.thread_id is None:

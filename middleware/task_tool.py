@@ -36,12 +36,11 @@ from subagents.transcripts import NO_TRANSCRIPT
 
 PREVIEW_CHARS = 200  # the longest description and result a ledger record keeps
 ERROR_PREVIEW_CHARS = 1000  # the longest error (errors are rarer and worth more words)
-ELLIPSIS = "…"
 
 
 def clip(text: str, limit: int) -> str:
     """``text`` when it fits in ``limit`` characters, else its start and ``…`` (``limit`` in all)."""
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + ELLIPSIS
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
 def ledger_entry(record: Mapping[str, object]) -> dict[str, object]:
@@ -450,10 +449,10 @@ def task_call_json_schema(names: Sequence[str], *, description_max_chars: int | 
     found = {key: {k: v for k, v in value.items() if k != "title"} for key, value in schema["properties"].items()}
     # The agent first: a reply cut at a token limit then loses only the end of the description.
     properties = {key: found[key] for key in sorted(found, key=lambda k: k != "subagent_type")}
-    if description_max_chars is not None and "description" in properties:
-        properties["description"]["maxLength"] = description_max_chars
-    if "description" in properties:  # a grammar built from it cannot write an empty task
-        properties["description"]["minLength"] = 1
+    if "description" in properties:
+        if description_max_chars is not None:
+            properties["description"]["maxLength"] = description_max_chars
+        properties["description"]["minLength"] = 1  # a grammar built from it cannot write an empty task
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
@@ -479,7 +478,6 @@ PLACEHOLDER = "{available_agents}"
 
 def task_tool_description(template: str | None, agents: Iterable[tuple[str, str]]) -> str:
     """Ours (naming no agent), or ``template`` with ``{available_agents}`` made one ``- name: description`` a line."""
-    agents = list(agents)
     if template is None:
         return TASK_TOOL_DESCRIPTION
     if not isinstance(template, str) or not template.strip():
