@@ -169,13 +169,10 @@ def listed(records: Iterable[Mapping[str, Any]], status: str | None, offset: int
            limit: int = DEFAULT_LIST_LIMIT, total_chars: int = DEFAULT_LIST_TOTAL_CHARS) -> str:
     """One page of tasks as the model sees it: newest first, at most ``limit`` JSON rows from ``offset`` in about
     ``total_chars`` (at least one), then the next page's ``offset`` if there are more."""
-    rows = []
-    for r in sorted(records, key=lambda r: r.get("created_at") or 0, reverse=True):
-        row = {"task_id": r["id"], "agent_type": r["agent_type"], "status": r["status"],
-               "description": clip(r.get("description") or "", _PREVIEW)}
-        if r.get("note"):
-            row["note"] = r["note"]
-        rows.append(row)
+    rows = [{"task_id": r["id"], "agent_type": r["agent_type"], "status": r["status"],
+             "description": clip(r.get("description") or "", _PREVIEW),
+             **({"note": r["note"]} if r.get("note") else {})}
+            for r in sorted(records, key=lambda r: r.get("created_at") or 0, reverse=True)]
     if not rows:
         return f"No background tasks with status {status!r}." if status else "No background tasks."
     if offset >= len(rows):
@@ -491,8 +488,7 @@ class BackgroundTaskHandlers:
         return _reply(runtime, listed(rows, status, offset, limit), updates=updates)
 
 
-_IDS_LISTED = 20
-"""An unknown id's answer names at most this many known ones (the newest): a model needs a few, not all."""
+_IDS_LISTED = 20  # an unknown id's answer names at most this many known ones (the newest): a few, not all
 
 
 def _known_ids(ledger: Mapping[str, object]) -> str:

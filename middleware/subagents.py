@@ -170,8 +170,8 @@ class SubAgentMiddleware(AgentMiddleware):
         self._writes = SiblingWrites()
         self.parent_model = ParentModel(model)
         self._tools = None if tools is None else list(tools)
-        self._dynamic_mode = definitions.dynamic_subagents
-        self._name_enum = definitions.name_enum
+        # Created subagents are not known here: with dynamic_subagents the name stays a plain string.
+        self._name_enum = definitions.name_enum and not definitions.dynamic_subagents
         agents = [(s.name, s.description) for s in self.registry.specs]
         block = available_agents_block(agents)
         self.prompt_block = "\n\n".join(p for p in (system_prompt, block) if p) if block else ""
@@ -207,9 +207,7 @@ class SubAgentMiddleware(AgentMiddleware):
 
     def _task_tool(self) -> StructuredTool:
         base = TaskToolInputWithSchema if self.structured_results else TaskToolInput
-        # Created subagents are not known here: with dynamic_subagents the name stays a plain string.
-        enum = self._name_enum and not self._dynamic_mode
-        args_schema = task_args_schema(self.registry.names, base=base) if enum else base
+        args_schema = task_args_schema(self.registry.names, base=base) if self._name_enum else base
         return build_task_tool(self._delegate, self._adelegate, self._writes, description=self.task_description,
                                args_schema=args_schema)
 
