@@ -1,13 +1,10 @@
 """``BackgroundSubagentMiddleware``: subagents as background tasks the parent tracks.
 
-Six tools (``start_async_task``, ``check_async_task``, ``update_async_task``, ``cancel_async_task``,
-``list_async_tasks``, ``retry_async_task``) and the ledger ``async_tasks`` (of
-:class:`subagents.background.AsyncTaskRecord`), merged field by field. A spec without ``graph_id`` runs in this
-process through the same runner as ``task``; one with ``graph_id`` runs on a LangGraph Server. A child hands back
-its answer, never state keys (the parent has moved on by then). Finished tasks are announced before the parent's
-next model call; the ledger and each local outcome survive a restart (give the parent a checkpointer).
-``close()``, or dropping the middleware, closes its runtime.
-:class:`AsyncSubAgentMiddleware` and ``AsyncSubAgentState`` are the same under deepagents' names and arguments.
+Six tools and the ledger ``async_tasks`` (of :class:`subagents.background.AsyncTaskRecord`), merged field by field.
+A spec without ``graph_id`` runs in this process through the same runner as ``task``; one with ``graph_id`` on a
+LangGraph Server. A child hands back its answer, never state keys (the parent has moved on by then). Finished tasks
+are announced before the parent's next model call; the ledger and each local outcome survive a restart (given a
+checkpointer). ``close()``, or dropping the middleware, closes its runtime.
 
 Example::
 
@@ -65,6 +62,7 @@ from middleware.task_tool import (
     answered_response,
     as_background_record,
     available_agents_block,
+    clip,
     lost_answer,
     open_calls,
     with_answers,
@@ -104,10 +102,8 @@ from subagents.transcripts import left_by_call
 
 log = logging.getLogger(__name__)
 
-# ----------------------------------------------------------------------------
 # The words: results the model reads back are compact JSON (ids and statuses quoted exactly); confirmations are
 # one sentence naming the task id.
-# ----------------------------------------------------------------------------
 
 BACKGROUND_INSTRUCTIONS = """You can also run subagents in the background with `start_async_task`.
 It returns a task id at once and the subagent works while you continue. You are told
@@ -163,12 +159,8 @@ def checked(record: Mapping[str, object], problem: str | None = None) -> str:
     return _json(view)
 
 
-DEFAULT_LIST_LIMIT = 50
-"""Tasks ``list_async_tasks`` shows at most when not given a ``limit``."""
-
-MAX_LIST_LIMIT = 200
-"""The largest ``limit`` ``list_async_tasks`` accepts."""
-
+DEFAULT_LIST_LIMIT = 50  # tasks list_async_tasks shows at most when not given a limit
+MAX_LIST_LIMIT = 200  # the largest limit it accepts
 DEFAULT_LIST_TOTAL_CHARS = 12_000
 """Bound on one ``list_async_tasks`` answer (as on a notice): rows that do not fit are counted and paged to."""
 
@@ -177,13 +169,10 @@ def listed(records: Iterable[Mapping[str, Any]], status: str | None, offset: int
            limit: int = DEFAULT_LIST_LIMIT, total_chars: int = DEFAULT_LIST_TOTAL_CHARS) -> str:
     """One page of tasks as the model sees it: newest first, at most ``limit`` JSON rows from ``offset`` in about
     ``total_chars`` (at least one), then the next page's ``offset`` if there are more."""
-    rows = []
-    for r in sorted(records, key=lambda r: r.get("created_at") or 0, reverse=True):
-        row = {"task_id": r["id"], "agent_type": r["agent_type"], "status": r["status"],
-               "description": _clip(r.get("description") or "", _PREVIEW)}
-        if r.get("note"):
-            row["note"] = r["note"]
-        rows.append(row)
+    rows = [{"task_id": r["id"], "agent_type": r["agent_type"], "status": r["status"],
+             "description": clip(r.get("description") or "", _PREVIEW),
+             **({"note": r["note"]} if r.get("note") else {})}
+            for r in sorted(records, key=lambda r: r.get("created_at") or 0, reverse=True)]
     if not rows:
         return f"No background tasks with status {status!r}." if status else "No background tasks."
     if offset >= len(rows):
@@ -233,7 +222,7 @@ def capped_notice(head: str, lines: list[str], total_chars: int) -> str:
         reserve = len(rest(left)) + 1 if left else 0
         room = total_chars - size - 1 - reserve
         if len(line) > room and len(kept) == 1 and room >= 40:
-            line = _clip(line, room)
+            line = clip(line, room)
         if len(line) > room:
             kept.append(rest(len(lines) - i))
             break
@@ -242,33 +231,21 @@ def capped_notice(head: str, lines: list[str], total_chars: int) -> str:
     return "\n".join(kept)
 
 
-def _notice_line(r: Mapping[str, object], result_chars: int) -> str:
+def _notice_line(r: Mapping[str, Any], result_chars: int) -> str:
     """One task's line; never raises, whatever a hand-edited record or a child's interrupt holds."""
     try:
-        return _line(r, result_chars)
+        head = f"- {r['id']} ({r['agent_type']}): {r['status']}"
+        if r["status"] == "completed":
+            result = r.get("result") or ""
+            more = " [truncated; check_async_task has the full result]" if len(result) > result_chars else ""
+            return f"{head}. Result: {clip(result, result_chars)}{more}"
+        if r["status"] == "waiting_for_approval":
+            request = clip(_json(r.get("approval_request")), result_chars)
+            return f"{head}. It asks for approval: {request}. Answer with update_async_task."
+        return f"{head}. {clip(r['error'], result_chars)}" if r.get("error") else f"{head}."
     except Exception:  # noqa: BLE001 - the notice runs before every model call: it must not stop the parent
-        return f"- {_clip(_text(r.get('id')), 200)}: {_clip(_text(r.get('status')), 100)} " \
+        return f"- {clip(_text(r.get('id')), 200)}: {clip(_text(r.get('status')), 100)} " \
                "(its record could not be shown; call check_async_task)."
-
-
-def _line(r: Mapping[str, Any], result_chars: int) -> str:
-    head = f"- {r['id']} ({r['agent_type']}): {r['status']}"
-    if r["status"] == "completed":
-        result = r.get("result") or ""
-        clipped = _clip(result, result_chars)
-        more = " [truncated; check_async_task has the full result]" if clipped != result else ""
-        return f"{head}. Result: {clipped}{more}"
-    if r["status"] == "waiting_for_approval":
-        request = _json(r.get("approval_request"))
-        return (f"{head}. It asks for approval: {_clip(request, result_chars)}. "
-                "Answer with update_async_task.")
-    if r.get("error"):
-        return f"{head}. {_clip(r['error'], result_chars)}"
-    return f"{head}."
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
 _REPR = reprlib.Repr()
@@ -291,9 +268,7 @@ def _text(value: object) -> str:
         return f"<{type(value).__name__}>"
 
 
-# ----------------------------------------------------------------------------
 # The six tools. They carry the delegation tag, so no child ever holds them.
-# ----------------------------------------------------------------------------
 
 REMOTE_START_LEFT_OPEN = (
     "The run stopped before this start was answered. If the task reached its server it is found there "
@@ -404,10 +379,8 @@ def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[s
     return Command(update={"messages": [message], ASYNC_LEDGER_KEY: {}})  # see _reply: every call writes the ledger
 
 
-# ----------------------------------------------------------------------------
 # What each tool does, as one ``Command``: a ``ToolMessage`` and the records it changed. An unknown id or a
 # forbidden operation is an error result, never raised.
-# ----------------------------------------------------------------------------
 
 def _on_task(act: Callable[..., Awaitable[Command[str]]]) -> Callable[..., Coroutine[object, None, Command[str]]]:
     """A handler of a tool acting on one task, called with the task's ledger record in place of its ``task_id``."""
@@ -467,8 +440,7 @@ class BackgroundTaskHandlers:
         return None if record is None else _reply(runtime, started(record), record)
 
     async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]:
-        if (refused := self._refused(runtime)) is not None:
-            return refused
+        """The start on the loop, where :meth:`start_now` could not make it (and did not refuse it)."""
         try:
             ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
             record = await self.tasks.start(self._call(runtime, description, subagent_type), ledger)
@@ -516,8 +488,7 @@ class BackgroundTaskHandlers:
         return _reply(runtime, listed(rows, status, offset, limit), updates=updates)
 
 
-_IDS_LISTED = 20
-"""An unknown id's answer names at most this many known ones (the newest): a model needs a few, not all."""
+_IDS_LISTED = 20  # an unknown id's answer names at most this many known ones (the newest): a few, not all
 
 
 def _known_ids(ledger: Mapping[str, object]) -> str:
@@ -678,30 +649,32 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         return runtime.run(answering)[0]
 
     def _call(self, runtime: ToolRuntime, description: str, subagent_type: str) -> TaskCall:
-        return TaskCall.from_runtime(
-            runtime, subagent_type, description,
-            parent_model=self.parent_model.model,
-            parent_tools=self._tools,
-        )
+        return TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
+                                     parent_tools=self._tools)
 
-    # A turn after a stopped run: its open calls answered.
+    # A turn after a stopped run: its open calls answered (else a ledger the thread stopped writing touched).
     def before_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
-        calls = self._open_calls(state)
-        if not calls:  # a ledger the thread stopped writing is touched (see subagents.ledger.touch_if_quiet)
+        if not (calls := self._open_calls(state)):
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
         saved = _saved_checkpoints(calls) if _starts(calls) else []
-        try:
-            return self.runtime.run(self._answer_open(state, calls, get_config(), saved))
-        except RuntimeClosed:
-            return None
+        return self._on_loop(self._answer_open(state, calls, get_config(), saved))
 
     async def abefore_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
-        calls = self._open_calls(state)
-        if not calls:
+        if not (calls := self._open_calls(state)):
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
         saved = await _asaved_checkpoints(calls) if _starts(calls) else []
+        return await self._aon_loop(self._answer_open(state, calls, get_config(), saved))
+
+    def _on_loop(self, work: Coroutine[object, None, dict[str, object] | None] | None) -> dict[str, object] | None:
         try:
-            return await self.runtime.arun(self._answer_open(state, calls, get_config(), saved))
+            return None if work is None else self.runtime.run(work)
+        except RuntimeClosed:  # closed meanwhile: nothing to report
+            return None
+
+    async def _aon_loop(self, work: Coroutine[object, None, dict[str, object] | None] | None
+                        ) -> dict[str, object] | None:
+        try:
+            return None if work is None else await self.runtime.arun(work)
         except RuntimeClosed:
             return None
 
@@ -711,12 +684,9 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     async def _answer_open(self, state: AgentState[ResponseT], calls: Sequence[Mapping[str, Any]],
                            config: RunnableConfig, saved: Sequence[CheckpointTuple] = ()) -> dict[str, object]:
-        """Each open call answered; a start by the task it started, as this process or its outcome knows it.
-
-        A start the stopped step had answered keeps that answer (``saved``: checkpoints whose pending writes hold
-        it). A local start whose task runs here or left an outcome gets its record, one that left no trace is
-        ``lost``; a remote start is left to orphan adoption, which asks its server.
-        """
+        """Each open call answered: a start the stopped step had answered (in ``saved``) keeps that answer; a local
+        one gets the record of the task that runs here or left an outcome, else ``lost``; a remote one is left to
+        orphan adoption, which asks its server."""
         thread_id = (config.get("configurable") or {}).get("thread_id")
         ledger = ledger_of(state)
         db = await checkpoint_db(config)
@@ -730,26 +700,22 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         records: dict[str, dict[str, object]] = {
             task_id: dict(r) for task_id, r in (kept.get(ASYNC_LEDGER_KEY) or {}).items()
             if isinstance(r, Mapping) and r.get("tool_call_id") in answered}
-        for call in calls:
-            if call["id"] in answered:
-                continue
-            if call.get("name") != START_TOOL_NAME:
-                answers[call["id"]] = lost_answer(call)
-                continue
+        for call in (c for c in calls if c["id"] not in answered):
             given = call.get("args")
             args: Mapping[str, object] = given if isinstance(given, Mapping) else {}
             agent_type = str(args.get("subagent_type") or "(unknown)")
             known = next((r for r in ledger.values() if r.get("tool_call_id") == call["id"]), None)
-            if known is not None:
+            if call.get("name") != START_TOOL_NAME:
+                answers[call["id"]] = lost_answer(call)
+            elif known is not None:
                 answers[call["id"]] = ToolMessage(started(known), tool_call_id=call["id"], name=START_TOOL_NAME)
-                continue
-            if agent_type in self.tasks.remote.specs:
+            elif agent_type in self.tasks.remote.specs:
                 answers[call["id"]] = lost_answer(call, REMOTE_START_LEFT_OPEN)
-                continue
-            record = self._recovered(thread_id, agent_type, call, args, db, left.get(call["id"]))
-            records[record["id"]] = record
-            answers[call["id"]] = (lost_answer(call) if record["status"] == "lost" else
-                                   ToolMessage(started(record), tool_call_id=call["id"], name=START_TOOL_NAME))
+            else:
+                record = self._recovered(thread_id, agent_type, call, args, db, left.get(call["id"]))
+                records[record["id"]] = record
+                answers[call["id"]] = (lost_answer(call) if record["status"] == "lost" else
+                                       ToolMessage(started(record), tool_call_id=call["id"], name=START_TOOL_NAME))
         update: dict[str, object] = {"messages": with_answers(state.get("messages") or (), answers)}
         if records:
             update[ASYNC_LEDGER_KEY] = records
@@ -781,22 +747,14 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     # Completion notices.
     def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
-        orphans = self._orphans(state)
-        if not (self._due(state) or orphans):
-            return None
-        try:
-            return self.runtime.run(self._catch_up(state, orphans))
-        except RuntimeClosed:  # closed meanwhile: nothing to report
-            return None
+        return self._on_loop(self._catch_up_due(state))
 
     async def abefore_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
+        return await self._aon_loop(self._catch_up_due(state))
+
+    def _catch_up_due(self, state: AgentState[ResponseT]) -> Coroutine[object, None, dict[str, object] | None] | None:
         orphans = self._orphans(state)
-        if not (self._due(state) or orphans):
-            return None
-        try:
-            return await self.runtime.arun(self._catch_up(state, orphans))
-        except RuntimeClosed:
-            return None
+        return self._catch_up(state, orphans) if self._due(state) or orphans else None
 
     def _orphans(self, state: AgentState[ResponseT]) -> tuple[str, dict[str, tuple[str, str]]] | None:
         """Remote starts in the messages with no ledger record, not yet looked for in this process."""
@@ -889,7 +847,6 @@ def _remote_spec(value: Mapping[str, object]) -> RemoteSubagentSpec:
 
 
 def _starts(calls: Sequence[Mapping[str, object]]) -> set[str]:
-    """The ids of the background starts among ``calls``."""
     return {str(c["id"]) for c in calls if c.get("name") == START_TOOL_NAME}
 
 

@@ -142,11 +142,9 @@ class DynamicSubagents:
                               runtime.tool_call_id)
         finished = time.time()
         label = name[:64] or "<unnamed>"
-        if error is None:
-            content = (f"Created subagent {label!r}. It is listed in <available_agents> from your next "
-                       f"turn; delegate to it with task(subagent_type={label!r}).")
-        else:
-            content = f"Subagent {label!r} was not created: {error}"
+        content = f"Subagent {label!r} was not created: {error}" if error is not None else (
+            f"Created subagent {label!r}. It is listed in <available_agents> from your next "
+            f"turn; delegate to it with task(subagent_type={label!r}).")
         record = TaskRecord(id=task_id, agent_type=label, tool_call_id=runtime.tool_call_id,
                             status="error" if error is not None else "completed",
                             description=str(arguments.get("description", ""))[:1000],

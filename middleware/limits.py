@@ -222,10 +222,8 @@ class ForcedDelegation:
         try:
             response = yield json_request(request, prompt, TASK_TOOL_NAME, self._schema())
         except Exception as exc:
-            cut_short = truncated_reply(exc)
-            if cut_short is None:
+            if (response := truncated_reply(exc)) is None:
                 raise
-            response = cut_short
         return with_usage_of(self._described(as_task_call(response), request), wasted)
 
     def probe(self, request: ModelRequest[ContextT]) -> None:
@@ -381,7 +379,13 @@ class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
 
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
-        answered = self.answer_with_result and _answered_forced_call(state.get("messages") or ())
+        if not self.answer_with_result:
+            return None
+        # The turn so far is one model call (the forced one) and the results of its tool calls.
+        turn = current_turn(state.get("messages") or ())
+        ais = [m for m in turn if isinstance(m, AIMessage)]
+        answered = len(ais) == 1 and turn[0] is ais[0] and bool(ais[0].tool_calls) and len(turn) > 1 \
+            and all(isinstance(m, ToolMessage) for m in turn[1:])
         return {"jump_to": "end"} if answered else None
 
     def wrap_model_call(self, request: ModelRequest[ContextT],
@@ -431,8 +435,7 @@ class _ForcedCall(Generic[ContextT]):
         return response if call is None else _calling(response, message, call)
 
     def recover(self, exc: Exception) -> ModelCallResult[ResponseT]:
-        cut_short = truncated_reply(exc)  # a schema-constrained reply cut at the token limit: close and use it
-        if cut_short is None:
+        if (cut_short := truncated_reply(exc)) is None:  # a schema-constrained reply cut at the token limit: used
             raise exc
         return self.finish(cut_short)
 
@@ -446,14 +449,6 @@ class _ForcedCall(Generic[ContextT]):
         if not isinstance(name, str) or name not in self.specs or not isinstance(args, Mapping):
             return None
         return {"name": name, "args": dict(args), "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call"}
-
-
-def _answered_forced_call(messages: Sequence[AnyMessage]) -> bool:
-    """Whether the turn so far is one model call (the forced one) and the results of its tool calls."""
-    turn = current_turn(messages)
-    ais = [m for m in turn if isinstance(m, AIMessage)]
-    return (len(ais) == 1 and turn[0] is ais[0] and bool(ais[0].tool_calls) and len(turn) > 1
-            and all(isinstance(m, ToolMessage) for m in turn[1:]))
 
 
 def forced_tool_schema(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -487,20 +482,15 @@ class ReturnChildAnswer(AgentMiddleware[AgentState[ResponseT], ContextT, Respons
 
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
-        answer = single_delegation_answer(state.get("messages") or (), self.tool_names)
-        return None if answer is None else {"messages": [AIMessage(content=answer)], "jump_to": "end"}
-
-
-def single_delegation_answer(messages: Sequence[AnyMessage], tool_names: frozenset[str]) -> str | None:
-    """The answer of the turn's one delegation, if the turn so far is exactly: one call of it, its success."""
-    turn = current_turn(messages)
-    if len(turn) != 2 or not isinstance(turn[0], AIMessage) or not isinstance(turn[1], ToolMessage):
-        return None
-    calls = turn[0].tool_calls
-    reply = turn[1]
-    if len(calls) != 1 or calls[0].get("name") not in tool_names or reply.tool_call_id != calls[0].get("id"):
-        return None
-    return None if reply.status == "error" or not (reply.text or "").strip() else reply.text
+        # The turn so far is exactly one call of a delegation tool and its success.
+        turn = current_turn(state.get("messages") or ())
+        if len(turn) != 2 or not isinstance(turn[0], AIMessage) or not isinstance(turn[1], ToolMessage):
+            return None
+        calls, reply = turn[0].tool_calls, turn[1]
+        if len(calls) != 1 or calls[0].get("name") not in self.tool_names or reply.tool_call_id != calls[0].get("id"):
+            return None
+        ok = reply.status != "error" and (reply.text or "").strip()
+        return {"messages": [AIMessage(content=reply.text)], "jump_to": "end"} if ok else None
 
 
 # -- What an OpenAI-compatible server can do with tools, read once per server: llama.cpp's, with a template that
@@ -523,30 +513,23 @@ def base_url_of(model: object) -> str | None:
 def tool_calls_supported(model: object) -> bool | None:
     """Whether the model's server parses tool calls (``None``: unknown); asked once per base url, and only on
     loopback: a hosted API is never sent an odd request."""
-    url = base_url_of(model)
-    if url is None:
+    if (url := base_url_of(model)) is None:
         return None
-    with _lock:
-        if url in _known:
-            return _known[url]
-    found = _probe(url)
-    with _lock:
-        _known[url] = found
-    return found
+    if url not in _known:  # not under a lock: two threads asking at once get the same answer
+        _known[url] = _probe(url)
+    return _known[url]
 
 
 def probe_pending(model: object) -> bool:
     """Whether :func:`tool_calls_supported` would ask a server (so an async caller runs it off the loop)."""
-    url = base_url_of(model)
-    with _lock:
-        return url is not None and url not in _known
+    return (url := base_url_of(model)) is not None and url not in _known
 
 
 def warn_if_no_tool_calls(model: object) -> None:
     """Warn :class:`~subagents.errors.ToolCallsUnsupported` once per base url if its server parses no tool call."""
-    url = base_url_of(model)
-    if url is None or tool_calls_supported(model) is not False:  # asked once: the answer is cached
+    if tool_calls_supported(model) is not False:  # asked once: the answer is cached
         return
+    url = str(base_url_of(model))
     with _lock:
         if url in _warned:
             return

@@ -1,11 +1,8 @@
-"""A cap on the root's own model calls in one run, counted inside the model call.
+"""A cap on the root's own model calls in one run (:class:`RootTurnLimit`), and the shared budget on them.
 
-A model that keeps calling tools would run to LangGraph's recursion limit and
-end with an error; :class:`RootTurnLimit` ends the run with a final AI message
-naming the limit, as ``ModelCallLimitMiddleware(run_limit=..., exit_behavior="end")``
-does. It counts in ``wrap_model_call``, not in ``before_model``/``after_model``
-hooks, each a graph node writing a checkpoint; the count is LangChain's
-``run_model_call_count``, an ``UntrackedValue`` that starts at zero every run.
+The cap ends the run with a final AI message naming it (as ``ModelCallLimitMiddleware(exit_behavior="end")``
+does) rather than at LangGraph's recursion limit, counting in ``wrap_model_call`` (a ``before_model`` hook is a
+node and a checkpoint more) in LangChain's ``run_model_call_count``, an ``UntrackedValue`` reset every run.
 """
 
 from __future__ import annotations
@@ -135,49 +132,40 @@ class RootBudget:
 
     def call(self, request: ModelRequest[ContextT],
              handler: Callable[[ModelRequest[ContextT]], ModelCallResult[ResponseT]]) -> ModelCallResult[ResponseT]:
-        if (stop := _stop_to_end_on(request)) is not None:
+        if (stop := self._no_call(request)) is not None:
             return stop
-        if self.budget.spent_error(foreseen=True) is not None and _had_its_last_call(request):
-            return self._ended(None)
         if self.budget.spent_error(foreseen=True) is None:
-            with self._metered(refuses=True) as meter:
-                try:
-                    return handler(request)
-                except BudgetExceeded as refused:
-                    if meter.stopped_by is not refused:
-                        raise
+            with self._metered(refuses=True):
+                return handler(request)
         with self._metered(refuses=False) as meter:
-            try:
-                return self._ended(handler(request.override(tools=[], tool_choice=None)))
-            except BudgetExceeded as refused:  # no price for the model: not even the last call can be counted
-                if meter.stopped_by is not refused:
-                    raise
-                return self._ended(None, str(refused))
+            return self._ended(handler(request.override(tools=[], tool_choice=None)))
+        return self._ended(None, str(meter.stopped_by))  # no price for the model: not even the last call counts
 
     async def acall(self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]],
                     Awaitable[ModelCallResult[ResponseT]]]) -> ModelCallResult[ResponseT]:
-        if (stop := _stop_to_end_on(request)) is not None:
+        if (stop := self._no_call(request)) is not None:
             return stop
-        if self.budget.spent_error(foreseen=True) is not None and _had_its_last_call(request):
-            return self._ended(None)
         if self.budget.spent_error(foreseen=True) is None:
-            with self._metered(refuses=True) as meter:
-                try:
-                    return await handler(request)
-                except BudgetExceeded as refused:
-                    if meter.stopped_by is not refused:
-                        raise
+            with self._metered(refuses=True):
+                return await handler(request)
         with self._metered(refuses=False) as meter:
-            try:
-                return self._ended(await handler(request.override(tools=[], tool_choice=None)))
-            except BudgetExceeded as refused:
-                if meter.stopped_by is not refused:
-                    raise
-                return self._ended(None, str(refused))
+            return self._ended(await handler(request.override(tools=[], tool_choice=None)))
+        return self._ended(None, str(meter.stopped_by))
+
+    def _no_call(self, request: ModelRequest[ContextT]) -> AIMessage | None:
+        """The run's end with no call made: the budget's stop when it is the last message (a root middleware's
+        call was refused before this one; returned as it is, it replaces itself), or a new one when the budget is
+        spent and had its last call (a middleware sending the run back to the model after it gets the stop again)."""
+        last = request.messages[-1] if request.messages else None
+        if isinstance(last, AIMessage) and stopped_by_limit(last) == "budget":
+            return last
+        spent = self.budget.spent_error(foreseen=True) is not None
+        return self._ended(None) if spent and any(stopped_by_limit(m) == "budget" for m in request.messages) else None
 
     @contextlib.contextmanager
     def _metered(self, *, refuses: bool) -> Iterator[TaskMeter]:
-        """A meter of the call's own, given to every model call made inside (the run's meter counts none)."""
+        """A meter of the call's own, given to every model call made inside (the run's meter counts none); the
+        call's refusal by this meter is swallowed (another one's raises)."""
         self._say_if_unmetered()
         meter = TaskMeter(budget=self.budget, prices=self.prices)
         meter.refuses = refuses
@@ -186,6 +174,9 @@ class RootBudget:
         try:
             with metered_apart():
                 yield meter
+        except BudgetExceeded as refused:
+            if meter.stopped_by is not refused:
+                raise
         finally:
             _ROOT_CALL_METER.reset(token)
 
@@ -202,16 +193,3 @@ class RootBudget:
         stop.usage_metadata = answer.usage_metadata if answer is not None else None
         return stop
 
-
-def _stop_to_end_on(request: ModelRequest[ContextT]) -> AIMessage | None:
-    """The budget's stop, if it is the conversation's last message (a root middleware's call was refused
-    before this one): the run ends on it, no call made (returned as it is, it replaces itself)."""
-    last = request.messages[-1] if request.messages else None
-    return last if isinstance(last, AIMessage) and stopped_by_limit(last) == "budget" else None
-
-
-def _had_its_last_call(request: ModelRequest[ContextT]) -> bool:
-    """Whether the budget's last call was made already: a stop of the budget's is in the conversation (this
-    process made it). A middleware that sends the run back to the model after it (an ``after_model`` jump, with
-    messages of its own) gets the stop again, with no call made."""
-    return any(stopped_by_limit(m) == "budget" for m in reversed(request.messages))

@@ -7,7 +7,7 @@ event before LangGraph's projections read it.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from langgraph.stream import ProtocolEvent, StreamTransformer
 
@@ -32,20 +32,16 @@ class ChildFailureTransformer(StreamTransformer):
         method = event["method"]
         data = event["params"].get("data")
         if method == "custom" and isinstance(data, dict) and data.get("type") == EVENT_TYPE:
-            self._observe(data)
+            task_id, namespace = str(data.get("task_id")), data.get("namespace")
+            if data.get("status") == "running" and namespace:
+                self._segments[task_id] = str(namespace[-1])
+            elif data.get("status") in ("completed", "error", "cancelled"):
+                segment = self._segments.pop(task_id, None)
+                if segment is not None and data.get("status") == "error":
+                    # A namespace segment is "<node>:<task id>"; the task id is what the parent's result carries.
+                    self._failed[segment.rpartition(":")[2]] = str(data.get("error") or "subagent failed")
         elif method == "tasks" and isinstance(data, dict) and "result" in data and not data.get("error"):
             error = self._failed.pop(str(data.get("id")), None)
             if error is not None:
                 data["error"] = error
         return True
-
-    def _observe(self, data: dict[str, Any]) -> None:
-        task_id = str(data.get("task_id"))
-        namespace = data.get("namespace")
-        if data.get("status") == "running" and namespace:
-            self._segments[task_id] = str(namespace[-1])
-        elif data.get("status") in ("completed", "error", "cancelled"):
-            segment = self._segments.pop(task_id, None)
-            if segment is not None and data.get("status") == "error":
-                # A namespace segment is "<node>:<task id>"; the task id is what the parent's result carries.
-                self._failed[segment.rpartition(":")[2]] = str(data.get("error") or "subagent failed")

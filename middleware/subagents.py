@@ -41,7 +41,6 @@ from langgraph.typing import ContextT
 from middleware.limits import (
     DelegationLimit,
     ForcedDelegation,
-    ForceSetting,
     coerce_force_delegation,
     is_notice,
     probe_pending,
@@ -57,11 +56,12 @@ from middleware.task_tool import (
     LEDGER_KEY,
     LOST_REASON,
     STRUCTURED_TASK_TOOL_DESCRIPTION,
-    TASK_TOOL_DESCRIPTION,
     TASK_TOOL_NAME,
     USAGE_KEY,
     SiblingWrites,
     SubagentLedgerState,
+    TaskToolInput,
+    TaskToolInputWithSchema,
     answered_response,
     available_agents_block,
     build_task_tool,
@@ -71,7 +71,6 @@ from middleware.task_tool import (
     lost_record,
     open_calls,
     task_args_schema,
-    task_tool_arguments,
     task_tool_description,
     tool_message,
     with_answers,
@@ -171,16 +170,30 @@ class SubAgentMiddleware(AgentMiddleware):
         self._writes = SiblingWrites()
         self.parent_model = ParentModel(model)
         self._tools = None if tools is None else list(tools)
-        self._dynamic_mode = definitions.dynamic_subagents
-        self._name_enum = definitions.name_enum
-        self._describe(system_prompt, task_description, definitions.structured_results)
+        # Created subagents are not known here: with dynamic_subagents the name stays a plain string.
+        self._name_enum = definitions.name_enum and not definitions.dynamic_subagents
+        agents = [(s.name, s.description) for s in self.registry.specs]
+        block = available_agents_block(agents)
+        self.prompt_block = "\n\n".join(p for p in (system_prompt, block) if p) if block else ""
+        self.structured_results = definitions.structured_results
+        self.task_description = STRUCTURED_TASK_TOOL_DESCRIPTION if self.structured_results and \
+            task_description is None else task_tool_description(task_description, agents)
         self.tools = [self._task_tool()] if len(self.registry) else []
         self.subagent_names: frozenset[str] = frozenset(self.registry.names)
         """The declared subagent names (deepagents' attribute), ``general-purpose`` included when added."""
-        self._add_limits(limits.force_delegation, limits.max_delegations)
+        force = coerce_force_delegation(limits.force_delegation)
+        self.forced = ForcedDelegation(force, self.registry.names) if force and self.tools else None
+        # No cap, no per-call check: the check walks the run's messages on every model call.
+        self.delegation_limit = None if limits.max_delegations is None else DelegationLimit(limits.max_delegations)
         self.dynamic: DynamicSubagents | None = None
-        if definitions.dynamic_subagents:
-            self._add_dynamic(system_prompt, limits.max_dynamic_subagents)
+        if definitions.dynamic_subagents:  # the create_subagent tool and its state
+            from middleware import dynamic
+
+            self.dynamic = dynamic.DynamicSubagents(self.registry, system_prompt=system_prompt,
+                                                    parent_tools=self._tools,
+                                                    max_dynamic_subagents=limits.max_dynamic_subagents)
+            self.tools = [self._task_tool(), self.dynamic.tool]
+            self.state_schema = self.dynamic.state_schema
 
     def metered(self, graph: GraphT) -> GraphT:
         """``graph`` (the one this middleware is part of) run so that ``budget`` also counts the model calls
@@ -192,40 +205,9 @@ class SubAgentMiddleware(AgentMiddleware):
         """The text added to the parent's system prompt, as deepagents names it (``None``: nothing)."""
         return self.prompt_block or None
 
-    def _describe(self, system_prompt: str | None, task_description: str | None, structured: bool) -> None:
-        """The ``<available_agents>`` block and the ``task`` tool's description."""
-        block = available_agents_block((s.name, s.description) for s in self.registry.specs)
-        self.prompt_block = "\n\n".join(p for p in (system_prompt, block) if p) if block else ""
-        self.structured_results = structured
-        self.task_description = task_tool_description(
-            task_description, ((s.name, s.description) for s in self.registry.specs)
-        )
-        if structured and task_description is None:
-            self.task_description += STRUCTURED_TASK_TOOL_DESCRIPTION.removeprefix(TASK_TOOL_DESCRIPTION)
-
-    def _add_limits(self, force_delegation: ForceSetting, max_delegations: int | None) -> None:
-        """Forced delegation and the parent's delegation cap (their own files)."""
-        force = coerce_force_delegation(force_delegation)
-        self.forced = ForcedDelegation(force, self.registry.names) if force and self.tools else None
-        # No cap, no per-call check: the check walks the run's messages on every model call.
-        self.delegation_limit = DelegationLimit(max_delegations) if max_delegations is not None else None
-
-    def _add_dynamic(self, system_prompt: str | None, max_dynamic_subagents: int) -> None:
-        """The ``create_subagent`` tool and its state (:mod:`middleware.dynamic`)."""
-        from middleware.dynamic import DynamicSubagents
-
-        self.dynamic = DynamicSubagents(self.registry, system_prompt=system_prompt, parent_tools=self._tools,
-                                        max_dynamic_subagents=max_dynamic_subagents)
-        self.tools = [self._task_tool(), self.dynamic.tool]
-        self.state_schema = self.dynamic.state_schema
-
-    # -- the tool -----------------------------------------------------------
-
     def _task_tool(self) -> StructuredTool:
-        base, _ = task_tool_arguments(self.structured_results)
-        # Created subagents are not known here: with dynamic_subagents the name stays a plain string.
-        enum = self._name_enum and not self._dynamic_mode
-        args_schema = task_args_schema(self.registry.names, base=base) if enum else base
+        base = TaskToolInputWithSchema if self.structured_results else TaskToolInput
+        args_schema = task_args_schema(self.registry.names, base=base) if self._name_enum else base
         return build_task_tool(self._delegate, self._adelegate, self._writes, description=self.task_description,
                                args_schema=args_schema)
 
@@ -272,20 +254,17 @@ class SubAgentMiddleware(AgentMiddleware):
         if not messages or not isinstance(messages[-1], HumanMessage):
             return request, {}
         ledger_now = cast("Mapping[str, object]", state.get(LEDGER_KEY) or {})  # a key AgentState does not declare
-        found = self._answer_open_calls(messages, calls, saved, ledger_now)
-        if found is None:
+        answers, update = self._answer_open_calls(calls, saved, ledger_now) if calls else ({}, {})
+        if not answers:
             return request, touch_if_quiet(state, LEDGER_KEY, self._tool_names,
                                            is_turn=lambda message: not is_notice(message)) or {}
-        answers, update = found
         update["messages"] = with_answers(messages, answers)
         return request.override(messages=with_answers(request.messages, answers)[1:]), update
 
-    def _answer_open_calls(self, messages: Sequence[Any], calls: Sequence[Any], saved: Sequence[CheckpointTuple],
-                           ledger_now: Mapping[str, object]) -> tuple[dict[str, ToolMessage], dict[str, Any]] | None:
+    def _answer_open_calls(self, calls: Sequence[Any], saved: Sequence[CheckpointTuple], ledger_now: Mapping[
+            str, object]) -> tuple[dict[str, ToolMessage], dict[str, Any]]:
         """Calls a stopped run left open: what finished (in ``saved``, the checkpoints since) keeps its answer,
         the rest (but the background tools') is lost, keeping the id and transcript its child began."""
-        if not calls:
-            return None
         ours = self._tool_names
         answers, update = _finished_before_the_stop(saved, {str(c["id"]) for c in calls if c.get("name") in ours
                                                             or c.get("name") not in DELEGATION_TOOL_NAMES})
@@ -310,20 +289,20 @@ class SubAgentMiddleware(AgentMiddleware):
                                                    tool_name=str(name))
             elif name not in DELEGATION_TOOL_NAMES:  # another library's tool: its own middleware answers
                 answers[call["id"]] = lost_answer(call)
-        if not answers:
-            return None
         if ledger:
             update[LEDGER_KEY] = ledger
         return answers, update
 
-    # -- the model call: prompt, budget, calls the model got wrong -----------
-
-    def _limited(self, request: ModelRequest[ContextT]) -> tuple[ModelRequest[ContextT], str]:
-        """The request as the delegation cap leaves it, and the prompt block it gets."""
+    def _prepared(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall],
+                  saved: Sequence[CheckpointTuple]) -> tuple[ModelRequest[ContextT], dict[str, Any], bool]:
+        """The request with open calls answered, the cap applied and the prompt block added; the state update;
+        whether its server should be asked if it parses tool calls (unforced, ``task`` offered, a served model)."""
+        request, update = self._at_start(request, calls, saved)
         self.parent_model.observe(request)
         if self.delegation_limit is not None:
             request = self.delegation_limit.withdrawn_when_exhausted(request)
-        return request, self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
+        block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
+        return with_prompt_block(request, block), update, self.forced is None and _left_to_a_served_model(request)
 
     @property
     def _tool_names(self) -> tuple[str, ...]:
@@ -340,12 +319,10 @@ class SubAgentMiddleware(AgentMiddleware):
         self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
     ) -> ModelCallResult[ResponseT]:
         calls = _open_at_start(request.state)
-        request, update = self._at_start(request, calls, _saved_checkpoints(calls) if calls else ())
-        request, block = self._limited(request)
-        if self.forced is None and _left_to_a_served_model(request):
+        request, update, served = self._prepared(request, calls, _saved_checkpoints(calls) if calls else ())
+        if served:
             warn_if_no_tool_calls(request.model)
-        request, forced = with_prompt_block(request, block), self.forced
-        response = answered_response(forced.call(request, handler) if forced else handler(request),
+        response = answered_response(self.forced.call(request, handler) if self.forced else handler(request),
                                      self._tool_names, LEDGER_KEY, as_record=ledger_entry)
         # A synchronous run on the main thread: while its children run, a Ctrl-C stops them first (see the
         # runner); Python's own handler is back once a model call starts none.
@@ -358,7 +335,7 @@ class SubAgentMiddleware(AgentMiddleware):
     async def awrap_model_call(self, request: ModelRequest[ContextT],
                                handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]]
                                ) -> ModelCallResult[ResponseT]:
-        if self.root_budget is not None:  # the shared budget covers the parent's own calls too
+        if self.root_budget is not None:
             return await self.root_budget.acall(request, lambda r: self._amodel_call(r, handler))
         return await self._amodel_call(request, handler)
 
@@ -366,20 +343,17 @@ class SubAgentMiddleware(AgentMiddleware):
                            handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]]
                            ) -> ModelCallResult[ResponseT]:
         calls = _open_at_start(request.state)
-        request, update = self._at_start(request, calls, await _asaved_checkpoints(calls) if calls else ())
-        request, block = self._limited(request)
-        if self.forced is None and _left_to_a_served_model(request):
+        request, update, served = self._prepared(request, calls, await _asaved_checkpoints(calls) if calls else ())
+        if served:
             if probe_pending(request.model):  # the first use of a server asks it over HTTP: not on the loop
                 await asyncio.to_thread(tool_calls_supported, request.model)
             warn_if_no_tool_calls(request.model)
-        request = with_prompt_block(request, block)
         response = await (self.forced.acall(request, handler) if self.forced else handler(request))
         return _with_update(answered_response(response, self._tool_names, LEDGER_KEY, as_record=ledger_entry),
                             update)
 
 
 def _calls(response: ModelCallResult[ResponseT], tool_names: Sequence[str]) -> bool:
-    """Whether the model's answer calls one of ``tool_names``."""
     model_response = response.model_response if isinstance(response, ExtendedModelResponse) else response
     messages = model_response.result if isinstance(model_response, ModelResponse) else [model_response]
     return any(call.get("name") in tool_names for m in messages if isinstance(m, AIMessage) for call in m.tool_calls)
@@ -417,7 +391,6 @@ def _open_at_start(state: Mapping[str, Any]) -> list[ToolCall]:
 
 
 def _where_saved() -> tuple[BaseCheckpointSaver[str], RunnableConfig] | None:
-    """The checkpointer and this graph's thread config, if the run has them."""
     saver = (get_config().get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
     info = get_runtime().execution_info
     if saver is None or info is None or info.thread_id is None:

@@ -36,12 +36,11 @@ from subagents.transcripts import NO_TRANSCRIPT
 
 PREVIEW_CHARS = 200  # the longest description and result a ledger record keeps
 ERROR_PREVIEW_CHARS = 1000  # the longest error (errors are rarer and worth more words)
-ELLIPSIS = "…"
 
 
 def clip(text: str, limit: int) -> str:
     """``text`` when it fits in ``limit`` characters, else its start and ``…`` (``limit`` in all)."""
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + ELLIPSIS
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
 def ledger_entry(record: Mapping[str, object]) -> dict[str, object]:
@@ -286,37 +285,33 @@ class SiblingWrites:
               stored: StoredWrites = ()) -> tuple[dict[str, Any], dict[str, str]]:
         """``(update, skipped)`` for this outcome; never raises (bar real cancellation)."""
         try:
-            return self._apply(runtime, outcome, stored)
+            call_id = str(runtime.tool_call_id)
+            group, parallel = _group_of(runtime.state, runtime.tool_call_id)
+            config = runtime.config or {}
+            checkpointed = (config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER) is not None
+            with self._lock:
+                earlier: dict[str, list[object]] = {}
+                known = self._groups.get(group, {}) if group else {}
+                for other, writes in known.items():
+                    if other != call_id:
+                        for key, value in writes.items():
+                            earlier.setdefault(key, []).append(value)
+                own_task = runtime.execution_info.task_id if runtime.execution_info else None
+                for key, value in _unseen(stored, {call_id, *known}, own_task, outcome.changes):
+                    earlier.setdefault(key, []).append(value)
+                update, skipped = write_back(outcome.changes, outcome.inputs, parent_channels(config),
+                                             parallel=parallel, earlier=earlier, checkpointed=checkpointed)
+                if group and parallel:
+                    self._groups.setdefault(group, {})[call_id] = dict(update)
+                    self._groups.move_to_end(group)
+                    while len(self._groups) > _GROUPS_KEPT:
+                        self._groups.popitem(last=False)
+            return update, skipped
         except BaseException as exc:  # noqa: BLE001 - the parent's step must not fail over a write-back
             if is_real_cancellation(exc):
                 raise
             why = f"could not be written back ({type(exc).__name__})"
             return {}, {safe_text(key, 200): why for key in list(outcome.changes)[:100]}
-
-    def _apply(self, runtime: ToolRuntime, outcome: TaskOutcome,
-               stored: StoredWrites) -> tuple[dict[str, Any], dict[str, str]]:
-        call_id = str(runtime.tool_call_id)
-        group, parallel = _group_of(runtime.state, runtime.tool_call_id)
-        config = runtime.config or {}
-        checkpointed = (config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER) is not None
-        with self._lock:
-            earlier: dict[str, list[object]] = {}
-            known = self._groups.get(group, {}) if group else {}
-            for other, writes in known.items():
-                if other != call_id:
-                    for key, value in writes.items():
-                        earlier.setdefault(key, []).append(value)
-            own_task = runtime.execution_info.task_id if runtime.execution_info else None
-            for key, value in _unseen(stored, {call_id, *known}, own_task, outcome.changes):
-                earlier.setdefault(key, []).append(value)
-            update, skipped = write_back(outcome.changes, outcome.inputs, parent_channels(config),
-                                         parallel=parallel, earlier=earlier, checkpointed=checkpointed)
-            if group and parallel:
-                self._groups.setdefault(group, {})[call_id] = dict(update)
-                self._groups.move_to_end(group)
-                while len(self._groups) > _GROUPS_KEPT:
-                    self._groups.popitem(last=False)
-        return update, skipped
 
 
 def _pending(found: object) -> StoredWrites:
@@ -454,10 +449,10 @@ def task_call_json_schema(names: Sequence[str], *, description_max_chars: int | 
     found = {key: {k: v for k, v in value.items() if k != "title"} for key, value in schema["properties"].items()}
     # The agent first: a reply cut at a token limit then loses only the end of the description.
     properties = {key: found[key] for key in sorted(found, key=lambda k: k != "subagent_type")}
-    if description_max_chars is not None and "description" in properties:
-        properties["description"]["maxLength"] = description_max_chars
-    if "description" in properties:  # a grammar built from it cannot write an empty task
-        properties["description"]["minLength"] = 1
+    if "description" in properties:
+        if description_max_chars is not None:
+            properties["description"]["maxLength"] = description_max_chars
+        properties["description"]["minLength"] = 1  # a grammar built from it cannot write an empty task
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
@@ -478,19 +473,11 @@ STRUCTURED_TASK_TOOL_DESCRIPTION = (TASK_TOOL_DESCRIPTION + "\nTo get a typed an
                                     "naming what did not match.")
 
 
-def task_tool_arguments(structured_results: bool) -> tuple[type[TaskToolInput], str]:
-    """The ``task`` tool's argument schema and description."""
-    if structured_results:
-        return TaskToolInputWithSchema, STRUCTURED_TASK_TOOL_DESCRIPTION
-    return TaskToolInput, TASK_TOOL_DESCRIPTION
-
-
 PLACEHOLDER = "{available_agents}"
 
 
 def task_tool_description(template: str | None, agents: Iterable[tuple[str, str]]) -> str:
     """Ours (naming no agent), or ``template`` with ``{available_agents}`` made one ``- name: description`` a line."""
-    agents = list(agents)
     if template is None:
         return TASK_TOOL_DESCRIPTION
     if not isinstance(template, str) or not template.strip():
@@ -513,57 +500,50 @@ class RecordedTool(StructuredTool):
     (inside the tool: LangChain runs a ``wrap_tool_call`` hook around every tool call of the parent)."""
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        if (refused := self._too_deep(input)) is not None:
-            return refused
         try:
-            return super().invoke(input, config, **kwargs)
+            return self._too_deep(input) or super().invoke(input, config, **kwargs)
         except ValidationError as exc:
             return self._invalid(input, exc)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        if (refused := self._too_deep(input)) is not None:
-            return refused
         try:
-            return await super().ainvoke(input, config, **kwargs)
+            return self._too_deep(input) or await super().ainvoke(input, config, **kwargs)
         except ValidationError as exc:
             return self._invalid(input, exc)
 
     def _too_deep(self, call: Any) -> Command[str] | None:
         """The answer to a model's call whose arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH`, if it is one."""
-        if not (isinstance(call, dict) and call.get("type") == "tool_call" and call.get("id")):
+        if not _model_call(call) or _depth_at_most(call.get("args"), MAX_ARGUMENT_DEPTH):
             return None
-        if _depth_at_most(call.get("args"), MAX_ARGUMENT_DEPTH):
-            return None
-        reason = (f"Error invoking tool '{self.name}': its arguments are nested more than {MAX_ARGUMENT_DEPTH} "
-                  "levels deep. Call it again with plain arguments.")
-        message = ToolMessage(content=reason, tool_call_id=call["id"], name=self.name, status="error")
-        record = invalid_call_record(self.name, call["id"], reason)
-        return Command(update={**self._recorded(record), "messages": [message]})
+        return self._refused(call, f"Error invoking tool '{self.name}': its arguments are nested more than "
+                             f"{MAX_ARGUMENT_DEPTH} levels deep. Call it again with plain arguments.")
 
     def _invalid(self, call: Any, exc: ValidationError) -> Command[str]:
         """The tool node's own answer to these arguments, with this call's ledger record."""
-        if is_invalid_resume(exc) or not (isinstance(call, dict) and call.get("type") == "tool_call"
-                                          and call.get("id")):
+        if is_invalid_resume(exc) or not _model_call(call):
             raise exc  # not bad arguments from a model's tool call: the caller's to handle
         try:
-            return self._answered(call, exc)
+            raw = call.get("args")
+            args = {k: v for k, v in raw.items() if k not in _INJECTED} if isinstance(raw, dict) else {}
+            errors = [cast(ErrorDetails, {**e, "input": _without_injected(e.get("input"))}) for e in exc.errors()
+                      if not (e.get("loc") and e["loc"][0] in _INJECTED)]
+            agent = args.get("subagent_type") if isinstance(args.get("subagent_type"), str) else None
+            return self._refused(call, ToolInvocationError(self.name, exc, args, errors).message, agent)
         except Exception:  # noqa: BLE001 - the failure path must not fail: the tool node answers it, unrecorded
             raise exc from None
 
-    def _answered(self, call: dict[str, Any], exc: ValidationError) -> Command[str]:
-        raw = call.get("args")
-        args = {k: v for k, v in raw.items() if k not in _INJECTED} if isinstance(raw, dict) else {}
-        errors = [cast(ErrorDetails, {**e, "input": _without_injected(e.get("input"))}) for e in exc.errors()
-                  if not (e.get("loc") and e["loc"][0] in _INJECTED)]
-        message = ToolMessage(content=ToolInvocationError(self.name, exc, args, errors).message,
-                              tool_call_id=call["id"], name=self.name, status="error")
-        agent = args.get("subagent_type") if isinstance(args.get("subagent_type"), str) else None
-        record = invalid_call_record(self.name, call["id"], safe_text(message.content), agent)
+    def _refused(self, call: dict[str, Any], content: str, agent: str | None = None) -> Command[str]:
+        message = ToolMessage(content=content, tool_call_id=call["id"], name=self.name, status="error")
+        record = invalid_call_record(self.name, call["id"], safe_text(content), agent)
         return Command(update={**self._recorded(record), "messages": [message]})
 
     def _recorded(self, record: dict[str, object]) -> dict[str, object]:
         """The ledger update of a call that never ran: ``task``'s ledger (a background start has its own)."""
         return {LEDGER_KEY: {record["id"]: ledger_entry(record)}}
+
+
+def _model_call(call: object) -> bool:
+    return isinstance(call, dict) and call.get("type") == "tool_call" and bool(call.get("id"))
 
 
 def _depth_at_most(value: object, limit: int) -> bool:
