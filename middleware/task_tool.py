@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import collections
+import copy
 import threading
 import time
 import typing
@@ -41,6 +42,22 @@ ERROR_PREVIEW_CHARS = 1000  # the longest error (errors are rarer and worth more
 def clip(text: str, limit: int) -> str:
     """``text`` when it fits in ``limit`` characters, else its start and ``…`` (``limit`` in all)."""
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+class PlainValues(dict[str, object]):
+    """A reply's record or usage, copied as LangGraph's tool node deep-copies a tool's ``Command`` (whose update
+    is a dict) at a fraction of the cost: a copy holds the same immutable values a deep copy would, and a deep
+    copy of every other value. Delegations and starts pay that copy; their records are mostly plain values."""
+
+    def __deepcopy__(self, memo: dict[int, object]) -> dict[str, object]:
+        copied = dict(self)
+        for key, value in self.items():
+            if type(value) not in _PLAIN:
+                copied[key] = copy.deepcopy(value, memo)
+        return copied
 
 
 def ledger_entry(record: Mapping[str, object]) -> dict[str, object]:
@@ -609,9 +626,9 @@ def outcome_command(runtime: ToolRuntime, outcome: TaskOutcome, writes: SiblingW
         if skipped:
             record = {**record, "skipped_writes": skipped}
     ours = {
-        LEDGER_KEY: {record["id"]: ledger_entry(record)},
-        USAGE_KEY: {**{k: record.get(k, 0) for k in ("model_calls", "input_tokens", "output_tokens", "cost_usd")},
-                    "tasks": 1},
+        LEDGER_KEY: {record["id"]: PlainValues(ledger_entry(record))},
+        USAGE_KEY: PlainValues({**{k: record.get(k, 0) for k in ("model_calls", "input_tokens", "output_tokens",
+                                                                 "cost_usd")}, "tasks": 1}),
         "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
                                   answer=outcome.answer, error=outcome.error)],
     }
