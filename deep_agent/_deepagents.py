@@ -74,17 +74,8 @@ def missing_tool_hints(*, left_out: bool = False) -> dict[str, str]:
 
 
 class DeepagentsToolHint(AgentMiddleware[AgentState[Any], Any, Any]):
-    """LangChain's error result for a call to a deepagents tool the agent lacks, with where the tool comes from.
-
-    Calls to tools the agent has, and to other unknown names, pass as they are.
-
-    Args:
-        hints: tool name -> the sentence added (default: :func:`missing_tool_hints`).
-
-    Example::
-
-        create_agent(model, tools, middleware=[DeepagentsToolHint()])
-    """
+    """LangChain's error result for a call to a deepagents tool the agent lacks, with where the tool comes from
+    (``hints``: tool name -> the sentence added); calls to tools the agent has, and other unknown names, pass."""
 
     child_policy = ChildPolicy(inherited="every")  # every child gets it too, whatever its model
 

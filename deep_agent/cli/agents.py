@@ -149,8 +149,7 @@ def scan(args: argparse.Namespace) -> tuple[Discovery[SubagentSpec], dict[Path, 
     """Discover agents and skills, then check each agent against profiles and skills."""
     require_dirs(args.dirs, "DIR")
     require_dirs(args.skills_dirs, "--skills-dir")
-    if args.project_dir is not None:
-        require_dirs([args.project_dir], "--project-dir")
+    require_dirs([args.project_dir] if args.project_dir is not None else None, "--project-dir")
     profiles = read_profiles(args.model_profiles)
     report = discover_agents(args.dirs or None, project_dir=args.project_dir)
     plan = plan_models(report.values, profiles, unknown_model=args.unknown_model)

@@ -47,7 +47,7 @@ def run_command(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.text import Text
 
-    from deep_agent.cli.seen_notes import notes_unseen
+    from deep_agent.cli.folder_trust import notes_unseen
     from deep_agent.cli.session import run_turns
     from deep_agent.cli.terminal import printable
 
@@ -222,10 +222,6 @@ def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.N
     return skipped, [f"skipped {message}" for message in problems.values()]
 
 
-CONFINED = "They run in Bash's sandbox: no network, keys or home unless the flags give them."
-UNCONFINED = "They run on this machine unconfined, with your keys, network and home (Bash is not sandboxed)."
-
-
 def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True, commands: Any = None) -> set[str]:
     """Names of the current folder's command-running agent files a person has not trusted: ``--trust-folder``
     trusts it now; on a terminal the user is shown every command and where it would run, and asked once.
@@ -239,7 +235,9 @@ def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True, comm
         return set()
     if not trust_now and sys.stdin.isatty():
         print(describe(folder, commands), file=sys.stderr)
-        print(CONFINED if confined else UNCONFINED, file=sys.stderr)
+        print("They run in Bash's sandbox: no network, keys or home unless the flags give them." if confined else
+              "They run on this machine unconfined, with your keys, network and home (Bash is not sandboxed).",
+              file=sys.stderr)
         answer = input("Trust this folder and let these commands run? [y/N] ")
         trust_now = answer.strip().lower() in ("y", "yes")
     if trust_now:
@@ -252,7 +250,6 @@ def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True, comm
 
 def trust_command(args: argparse.Namespace) -> int:
     """``deep-agent trust [DIR]``: show what the folder's agent files run, and trust it."""
-
     folder = Path(args.dir).resolve()
     if not folder.is_dir():
         raise UsageError(f"trust {args.dir}: no such directory")
@@ -291,8 +288,9 @@ def _skill_levels(named: list[str] | None) -> list[Any]:
 
 def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """Profiles naming ``provider:model`` get the run's --timeout, --retries and --max-tokens too."""
-    limits = {"timeout": args.timeout / (args.retries + 1), "max_retries": args.retries,
-              **({"max_tokens": args.max_tokens} if args.max_tokens else {})}
+    from deep_agent.model_choice import model_limits
+
+    limits = model_limits(args.timeout, args.max_tokens, args.retries)
     out: dict[str, Any] = {}
     for name, value in profiles.items():
         if isinstance(value, str) and ":" in value:
