@@ -29,12 +29,8 @@ FROM_DEEPAGENTS = frozenset({
 
 
 class MissingExtraError(SubagentsError, ImportError):
-    """An argument or name needs the ``deepagents`` extra, which is not installed (also an ``ImportError``).
-
-    Attributes:
-        arguments: the arguments (or names) that asked for it.
-        extra: the extra to install (``deepagents``).
-    """
+    """An argument or name needs the ``deepagents`` extra, which is not installed (also an ``ImportError``):
+    ``arguments`` holds the arguments (or names) that asked for it, ``extra`` the extra to install."""
 
     def __init__(self, where: str, arguments: Sequence[str], kind: str = "argument") -> None:
         self.arguments, self.extra = tuple(arguments), "deepagents"

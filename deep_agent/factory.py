@@ -383,13 +383,15 @@ def deepagents_agent(model: str | BaseChatModel | None, tools: Sequence[Any], st
     """deepagents' ``create_deep_agent`` for the same arguments, with ``stack`` merged in by name."""
     from deepagents import create_deep_agent as deepagents_create_deep_agent
 
-    # deepagents' deprecation of model=None names its caller's line, which is ours: name the user's.
-    with warnings.catch_warnings(record=model is None) as caught:
-        if model is None:
-            warnings.simplefilter("always")
+    if model is not None:
         graph = deepagents_create_deep_agent(model, list(tools), middleware=list(stack), **arguments)
-    for warning in caught or ():
-        warnings.warn(warning.message, warning.category, stacklevel=3)
+    else:
+        # deepagents' deprecation of model=None names its caller's line, which is ours: name the user's.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            graph = deepagents_create_deep_agent(model, list(tools), middleware=list(stack), **arguments)
+        for warning in caught:
+            warnings.warn(warning.message, warning.category, stacklevel=3)
     if interrupt_before or interrupt_after:  # create_agent's arguments, which deepagents does not take
         graph = graph.copy(update={"interrupt_before_nodes": interrupt_before or [],
                                    "interrupt_after_nodes": interrupt_after or []})

@@ -64,7 +64,8 @@ def plan_models(specs: Iterable[Any], profiles: Mapping[str, Any], *, unknown_mo
     fallbacks: dict[str, list[str]] = {}
     problems: dict[str, str] = {}
     for spec in specs:
-        for name in _model_names(spec):
+        values = (getattr(spec, "model", None), (getattr(spec, "condenser", None) or {}).get("model"))
+        for name in (value.strip() for value in values if isinstance(value, str)):
             if name in profiles or name == INHERIT or ":" in name:
                 continue
             if name in CLAUDE_ALIASES or unknown_model == INHERIT:
@@ -82,11 +83,6 @@ def plan_models(specs: Iterable[Any], profiles: Mapping[str, Any], *, unknown_mo
         notice = (f"model{'s' if len(named) > 1 else ''} {listed} {verb} on the run's model; "
                   "map a name to another model with --model-profiles FILE")
     return ModelPlan(profiles=chosen, notice=notice, problems=problems)
-
-
-def _model_names(spec: Any) -> list[str]:
-    values = (getattr(spec, "model", None), (getattr(spec, "condenser", None) or {}).get("model"))
-    return [value.strip() for value in values if isinstance(value, str)]
 
 
 def agents_list(args: argparse.Namespace) -> int:

@@ -106,8 +106,7 @@ def transcript_command(args: argparse.Namespace) -> int:
         thread, row = find_task(saver, args.task_id, args.thread)
         about = (f" ({row.agent_type}, {row.kind}, {row.status}) in thread {thread}; "
                  f"transcript: {row.transcript or 'none'}")
-        header = Text.assemble((f"task {printable(row.id)}", "bold"), printable(about))
-        console.print(header, highlight=False)
+        console.print(Text.assemble((f"task {printable(row.id)}", "bold"), printable(about)), highlight=False)
         if row.kind == "refused" or not row.transcript:
             console.print(printable(f"it ran no child ({row.status}): {row.outcome}", lines=True),
                           markup=False, highlight=False)

@@ -141,8 +141,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     from deep_agent.tools import RISKY_TOOLS, builtin_tools, tools_not_provided
 
     require_dirs(args.agents_dirs, "--agents-dir")
-    if args.workspace is not None and not Path(args.workspace).expanduser().is_dir():
-        raise UsageError(f"--workspace {args.workspace}: no such directory")
+    require_dirs([args.workspace] if args.workspace is not None else None, "--workspace")
     profiles = read_profiles(args.model_profiles)
     prices = read_prices(args.prices)
     state = resolve_state_dir(args.state_dir)  # an unwritable one fails here, in one line
@@ -223,9 +222,8 @@ def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.N
 
 
 def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True, commands: Any = None) -> set[str]:
-    """Names of the current folder's command-running agent files a person has not trusted: ``--trust-folder``
-    trusts it now; on a terminal the user is shown every command and where it would run, and asked once.
-    ``commands``: ``folder_commands``' answer, if the run found it already."""
+    """Names of the current folder's command-running agent files a person has not trusted (``commands``: known
+    already): ``--trust-folder`` trusts it now; on a terminal the user sees every command and is asked once."""
     folder = Path.cwd()
     commands = folder_commands(found.definitions.values(), folder) if commands is None else commands
     if not commands:

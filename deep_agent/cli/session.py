@@ -128,10 +128,9 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
             if not interrupts:
                 break
             asked = time.monotonic()
-            resume = decide(interrupts, ask=ask, approve_all=setup.approve_all, always=ask.always,
-                            announce=lambda line: console.print(Text(printable(line), style="magenta")))
+            inputs = Command(resume=decide(interrupts, ask=ask, approve_all=setup.approve_all, always=ask.always,
+                                           announce=lambda line: console.print(Text(printable(line), style="magenta"))))
             tree.waiting_s += time.monotonic() - asked
-            inputs = Command(resume=resume)
     except BaseException:
         add_unseen_tasks(tree, config["configurable"]["thread_id"], sessions)
         tree.cut_short(_outcome())

@@ -23,12 +23,8 @@ from urllib.parse import quote, urlsplit
 from deep_agent.cli.errors import UsageError, with_hint
 from deep_agent.factory import saved_messages
 from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
-from subagents.background.ledger import merge_async_records
 from subagents.errors import SubagentsError, UnknownTask
-from subagents.ledger import DataOnlySerializer, LedgerChannel, saved_value
-from subagents.outcome import merge_records
-
-# Postgres (``--db``): every failure is one line naming the database without its password.
+from subagents.ledger import DataOnlySerializer, LedgerChannel, merge_async_records, merge_records, saved_value
 
 INSTALL_HINT = 'pip install "governed-subagents[postgres]" (langgraph-checkpoint-postgres and psycopg)'
 
@@ -299,8 +295,7 @@ def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
     values = dict(saved.checkpoint["channel_values"])
     values["messages"] = saved_messages(saver, saved)
     for key, merge in ((LEDGER_KEY, merge_records), (ASYNC_LEDGER_KEY, merge_async_records)):
-        ledger = saved_value(saver, saved, key, LedgerChannel(dict, merge))
-        if ledger is not None:
+        if (ledger := saved_value(saver, saved, key, LedgerChannel(dict, merge))) is not None:
             values[key] = ledger
     return values
 
