@@ -81,20 +81,15 @@ def _url_tried(exc: BaseException) -> str | None:
 OPTION_FLAGS = {"force_delegation=True": "--force-delegation"}  # a library option -> its flag
 
 
-def describe_warning(message: Warning | str) -> str:
-    """One line for a warning issued during a run, naming command-line flags, not the library's options."""
-    text = describe_error(message) if isinstance(message, Warning) else printable(" ".join(str(message).split()))
-    for option, flag in OPTION_FLAGS.items():
-        text = text.replace(option, flag)
-    return text
-
-
 @contextlib.contextmanager
 def warnings_as_lines() -> Iterator[None]:
     """Within the block, every warning is one ``deep-agent: warning:`` line on stderr, naming flags, not options."""
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: TextIO | None = None, line: str | None = None) -> None:
-        print(f"deep-agent: warning: {describe_warning(message)}", file=sys.stderr, flush=True)
+        text = describe_error(message) if isinstance(message, Warning) else printable(" ".join(str(message).split()))
+        for option, flag in OPTION_FLAGS.items():
+            text = text.replace(option, flag)
+        print(f"deep-agent: warning: {text}", file=sys.stderr, flush=True)
 
     with warnings.catch_warnings():
         warnings.showwarning = show
