@@ -85,15 +85,6 @@ MISPLACED_AGENT_DIRS = {".claude/agent": ".claude/agents", ".agents/agent": ".ag
                         ".claude/Agents": ".claude/agents"}
 
 
-def misplaced_agent_folders(project: Path, agents_dirs: Sequence[str] | None) -> list[str]:
-    """A note for each near-miss agents folder in the project (else the run just says ``unknown subagent_type``)."""
-    if agents_dirs:
-        return []
-    return [f"{wrong}/ is not read: agent files go in {right}/ (rename the folder)"
-            for wrong, right in MISPLACED_AGENT_DIRS.items()
-            if (project / wrong).is_dir() and not (project / right).is_dir()]
-
-
 def bash_setting(args: argparse.Namespace) -> tuple[Any, str | None]:
     """``builtin_tools(bash=...)``'s value (a sandbox, ``"unconfined"`` or ``None``) and a note, if any."""
     from deep_agent.tools.sandbox import Sandbox, SandboxUnavailable
@@ -166,7 +157,10 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     except ValueError as exc:  # a --model value that names no model: a bad argument (exit 2)
         raise UsageError(str(exc)) from None
     folder_notes = [plan.notice] if plan.notice else []
-    folder_notes += misplaced_agent_folders(Path.cwd(), args.agents_dirs)
+    # A near-miss agents folder is named: else the run just says ``unknown subagent_type``.
+    folder_notes += [f"{wrong}/ is not read: agent files go in {right}/ (rename the folder)"
+                     for wrong, right in MISPLACED_AGENT_DIRS.items() if not args.agents_dirs
+                     and (Path.cwd() / wrong).is_dir() and not (Path.cwd() / right).is_dir()]
     missing = tools_not_provided(specs)
     if missing:
         named = "; ".join(f"{tool} ({', '.join(agents)})" for tool, agents in sorted(missing.items()))
