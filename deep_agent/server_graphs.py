@@ -92,12 +92,8 @@ scripted_delegator = create_agent(
 )
 
 
-def studio_model() -> Any:
-    """The model the Studio graph runs on: :func:`deep_agent.model_choice.choose_model`'s, else the demo's."""
-    try:
-        return choose_model(None)
-    except NoModelConfigured:
-        return demo_model()
-
-
-graph = build_demo_agent(studio_model())
+try:  # the Studio graph runs on choose_model's model, else the demo's
+    _studio_model = choose_model(None)
+except NoModelConfigured:
+    _studio_model = demo_model()
+graph = build_demo_agent(_studio_model)
