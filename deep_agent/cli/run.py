@@ -130,6 +130,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     from deep_agent.cli.store import resolve_state_dir
     from deep_agent.model_choice import choose_model
     from deep_agent.tools import RISKY_TOOLS, builtin_tools, tools_not_provided
+    from subagents.definitions import SKILL_DIRS, default_levels
 
     require_dirs(args.agents_dirs, "--agents-dir")
     require_dirs([args.workspace] if args.workspace is not None else None, "--workspace")
@@ -140,7 +141,9 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     found = discover_agents(args.agents_dirs or None, project_dir=Path.cwd())
     commands = folder_commands(found.definitions.values(), Path.cwd())  # the files trust hashes, protected too
     workspace = workspace_of(args, state, [p for run in commands.runs.values() for p in run])
-    skills_dirs = _skill_levels(args.skills_dirs)
+    # The skill folders to read: the named ones, else the default ones that exist.
+    levels = [[d for d in level if d.is_dir()] for level in default_levels(SKILL_DIRS, Path.cwd())]
+    skills_dirs = list(args.skills_dirs or ()) or [level for level in levels if level]
     bash, bash_note = bash_setting(args)
     untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)),
                                                                  confined=bash not in (None, "unconfined"),
@@ -266,16 +269,6 @@ def read_prices(path: Path | None) -> dict[str, tuple[float, float]] | None:
             raise UsageError(f"--prices {path}: {str(name)[:80]!r}: expected [input, output] USD per million tokens")
         prices[str(name)] = (float(pair[0]), float(pair[1]))
     return prices
-
-
-def _skill_levels(named: list[str] | None) -> list[Any]:
-    """The skill folders to read: the named ones, else the default ones that exist."""
-    from subagents.definitions import SKILL_DIRS, default_levels
-
-    if named:
-        return list(named)
-    levels = [[d for d in level if d.is_dir()] for level in default_levels(SKILL_DIRS, Path.cwd())]
-    return [level for level in levels if level]
 
 
 def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
