@@ -29,12 +29,8 @@ FROM_DEEPAGENTS = frozenset({
 
 
 class MissingExtraError(SubagentsError, ImportError):
-    """An argument or name needs the ``deepagents`` extra, which is not installed (also an ``ImportError``).
-
-    Attributes:
-        arguments: the arguments (or names) that asked for it.
-        extra: the extra to install (``deepagents``).
-    """
+    """An argument or name needs the ``deepagents`` extra, which is not installed (also an ``ImportError``):
+    ``arguments`` holds the arguments (or names) that asked for it, ``extra`` the extra to install."""
 
     def __init__(self, where: str, arguments: Sequence[str], kind: str = "argument") -> None:
         self.arguments, self.extra = tuple(arguments), "deepagents"
@@ -74,17 +70,8 @@ def missing_tool_hints(*, left_out: bool = False) -> dict[str, str]:
 
 
 class DeepagentsToolHint(AgentMiddleware[AgentState[Any], Any, Any]):
-    """LangChain's error result for a call to a deepagents tool the agent lacks, with where the tool comes from.
-
-    Calls to tools the agent has, and to other unknown names, pass as they are.
-
-    Args:
-        hints: tool name -> the sentence added (default: :func:`missing_tool_hints`).
-
-    Example::
-
-        create_agent(model, tools, middleware=[DeepagentsToolHint()])
-    """
+    """LangChain's error result for a call to a deepagents tool the agent lacks, with where the tool comes from
+    (``hints``: tool name -> the sentence added); calls to tools the agent has, and other unknown names, pass."""
 
     child_policy = ChildPolicy(inherited="every")  # every child gets it too, whatever its model
 

@@ -61,11 +61,6 @@ def demo_model() -> ScriptedChatModel:
     )
 
 
-def writer_model() -> ScriptedChatModel:
-    """The background writer: slow enough to outlive the parent's first turn."""
-    return ScriptedChatModel(default=BACKGROUND_REPORT, latency_s=1.0)
-
-
 DEMO_PROMPT = "Compare LangGraph and Pydantic."
 FOLLOW_UP_PROMPT = "Any news?"
 
@@ -80,7 +75,9 @@ def build_demo_agent(model: Any = None, settings: DelegationSettings | None = No
              "system_prompt": "Research the topic with `search`; answer in one line.", "tools": ["search"],
              "max_turns": 4},
             {"name": "writer", "description": "Writes longer reports; best started in the background.",
-             "system_prompt": "Write a short report on the topic.", "tools": [], "model": writer_model()},
+             "system_prompt": "Write a short report on the topic.", "tools": [],
+             # Slow enough to outlive the parent's first turn.
+             "model": ScriptedChatModel(default=BACKGROUND_REPORT, latency_s=1.0)},
         ],
         system_prompt="You are a planner: delegate research, then summarise.",
         background=True,

@@ -51,7 +51,7 @@ from subagents.definitions.permissions import PermissionMode, approval_rules
 from subagents.errors import InvalidArgumentType
 from subagents.ledger import LedgerChannel, merge_async_records, merge_records, saved_value
 from subagents.settings import DelegationSettings
-from subagents.spec import is_async_spec
+from subagents.spec import SubagentSpec, is_async_spec
 
 if TYPE_CHECKING:
     from subagents.definitions.hooks import HookMiddleware
@@ -146,7 +146,7 @@ def create_deep_agent(
         declared = with_deepagents_child_defaults(declared, backend=backend, middleware=middleware,
                                                   model=root_model)
     rules_on = deepagents_backend(backend, default=True) if with_deepagents else backend
-    declared = backend_permissions_for_specs(backend_skills_for_specs(declared, backend=backend), backend=rules_on)
+    declared = [_backend_permissions(_backend_skills(s, backend), rules_on) for s in declared]
     specs = _with_agent_files(declared, settings.definitions.agents_dirs)
     specs = general_purpose_with_root_skills(specs, enabled=settings.definitions.general_purpose, backend=backend,
                                              skills=skills)
@@ -200,11 +200,10 @@ def create_deep_agent(
 
 def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any], name: str | None) -> list[Any]:
     """The cap on the root's model calls per run, unless the caller set a model call limit of their own."""
-    # Built first: a bad value is refused even when the caller's own limit replaces it.
-    limit = RootTurnLimit(max_root_turns, name=name) if max_root_turns is not None else None
-    if limit is None or any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware):
-        return []  # two would count into the same state keys: the caller's decides
-    return [limit]
+    # Built first: a bad value is refused even when the caller's own limit replaces it (two would count into
+    # the same state keys: the caller's decides).
+    limit = [RootTurnLimit(max_root_turns, name=name)] if max_root_turns is not None else []
+    return [] if any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware) else limit
 
 
 def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
@@ -406,17 +405,14 @@ def deepagents_file_tool_names(backend: Any, middleware: Sequence[Any]) -> list[
 
     if any(isinstance(mw, FilesystemMiddleware) for mw in middleware):
         return [t.name for mw in middleware if isinstance(mw, FilesystemMiddleware) for t in mw.tools]
-    names = get_args(FsToolName)
-    return [n for n in names if n != "execute" or isinstance(backend, SandboxBackendProtocol)]
+    return [n for n in get_args(FsToolName) if n != "execute" or isinstance(backend, SandboxBackendProtocol)]
 
 
 def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middleware: Sequence[Any],
                                    model: BaseChatModel | None) -> list[Any]:
-    """Dict specs with the defaults deepagents gives each subagent: file tools, summarisation, tool-call patching.
-
-    The file tools are the root's, named, so a child shares ``files`` and the parent's approvals gate them.
-    Summarisation needs a model object. A spec's own middleware of the same name replaces the default.
-    """
+    """Dict specs with deepagents' subagent defaults: the root's file tools, named (a child shares ``files``, the
+    parent's approvals gate them), summarisation (given a model object), tool-call patching; a spec's own middleware
+    of the same name replaces a default."""
     from deepagents.backends import StateBackend
     from deepagents.middleware.patch_tool_calls import PatchToolCallsMiddleware
     from deepagents.middleware.summarization import create_summarization_middleware
@@ -495,7 +491,6 @@ def general_purpose_with_root_skills(specs: Sequence[Any], *, enabled: bool, bac
                                      skills: Sequence[str] | None = None) -> list[Any]:
     """``specs`` with a ``general-purpose`` child that has the root's deepagents skills, as in deepagents."""
     from middleware.task_tool import GENERAL_PURPOSE_DESCRIPTION, GENERAL_PURPOSE_NAME, GENERAL_PURPOSE_PROMPT
-    from subagents.spec import SubagentSpec
 
     names = {s.get("name") if isinstance(s, Mapping) else getattr(s, "name", None) for s in specs}
     if not enabled or not _given(skills) or GENERAL_PURPOSE_NAME in names:
@@ -510,57 +505,42 @@ def general_purpose_with_root_skills(specs: Sequence[Any], *, enabled: bool, bac
     return [general, *specs]
 
 
-def backend_skills_for_specs(specs: Sequence[Any], *, backend: Any = None) -> list[Any]:
-    """Dict specs whose ``skills`` hold paths (a ``/``) on ``backend`` get deepagents' ``SkillsMiddleware`` for them."""
-    if backend is None:
-        return list(specs)
+def _backend_skills(spec: Any, backend: Any) -> Any:
+    """A dict spec whose ``skills`` hold backend paths (a ``/``) gets deepagents' ``SkillsMiddleware`` for them."""
+    skills: Any = spec.get("skills") if isinstance(spec, Mapping) and backend is not None else None
+    sources = [s for s in skills or () if isinstance(s, str) and "/" in s]
+    if not sources:
+        return spec
     from deepagents.middleware.skills import SkillsMiddleware
 
-    out: list[Any] = []
-    for spec in specs:
-        skills = spec.get("skills") if isinstance(spec, Mapping) else None
-        sources = [s for s in skills or () if isinstance(s, str) and "/" in s]
-        if not sources:
-            out.append(spec)
-            continue
-        rest = [s for s in skills or () if s not in sources]
-        changed = {k: v for k, v in spec.items() if k != "skills"}
-        if rest:
-            changed["skills"] = rest
-        changed["middleware"] = [*(spec.get("middleware") or ()), SkillsMiddleware(backend=backend, sources=sources)]
-        out.append(changed)
-    return out
+    changed = {k: v for k, v in spec.items() if k != "skills"}
+    if rest := [s for s in skills if s not in sources]:
+        changed["skills"] = rest
+    changed["middleware"] = [*(spec.get("middleware") or ()), SkillsMiddleware(backend=backend, sources=sources)]
+    return changed
 
 
-def backend_permissions_for_specs(specs: Sequence[Any], *, backend: Any = None) -> list[Any]:
-    """Dict specs with ``permissions`` get deepagents' ``FilesystemMiddleware`` under those rules, as in deepagents.
-
-    Without a backend, ``permissions`` is refused when the spec is read.
-    """
-    if backend is None:
-        return list(specs)
+def _backend_permissions(spec: Any, backend: Any) -> Any:
+    """A dict spec with ``permissions`` gets deepagents' ``FilesystemMiddleware`` under those rules, as in deepagents
+    (without a backend, ``permissions`` is refused when the spec is read)."""
+    rules = spec.get("permissions") if isinstance(spec, Mapping) and backend is not None else None
+    if not _given(rules):
+        return spec
     from deepagents.middleware.filesystem import FilesystemMiddleware
 
-    out: list[Any] = []
-    for spec in specs:
-        rules = spec.get("permissions") if isinstance(spec, Mapping) else None
-        if not _given(rules):
-            out.append(spec)
-            continue
-        label = f"subagent {spec.get('name')!r}: field 'permissions'"
-        own = list(spec.get("middleware") or ())
-        if any(isinstance(mw, FilesystemMiddleware) for mw in own):
-            raise SpecError(f"{label}: the spec's middleware has its own FilesystemMiddleware; "
-                            "give it the rules (FilesystemMiddleware(permissions=...)) instead")
-        try:
-            files = FilesystemMiddleware(backend=backend, permissions=_permissions(rules, label))
-        except ValueError as exc:
-            raise SpecError(str(exc)) from None
-        changed = {k: v for k, v in spec.items() if k != "permissions"}
-        changed["middleware"] = [*own, files]
-        if spec.get("tools") is None:
-            # The root's file tools carry the root's rules: this child's own replace them.
-            left_out = [*(spec.get("disallowed_tools") or ()), *(t.name for t in files.tools)]
-            changed["disallowed_tools"] = list(dict.fromkeys(left_out))
-        out.append(changed)
-    return out
+    label = f"subagent {spec.get('name')!r}: field 'permissions'"
+    own = list(spec.get("middleware") or ())
+    if any(isinstance(mw, FilesystemMiddleware) for mw in own):
+        raise SpecError(f"{label}: the spec's middleware has its own FilesystemMiddleware; "
+                        "give it the rules (FilesystemMiddleware(permissions=...)) instead")
+    try:
+        files = FilesystemMiddleware(backend=backend, permissions=_permissions(rules, label))
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
+    changed = {k: v for k, v in spec.items() if k != "permissions"}
+    changed["middleware"] = [*own, files]
+    if spec.get("tools") is None:
+        # The root's file tools carry the root's rules: this child's own replace them.
+        left_out = [*(spec.get("disallowed_tools") or ()), *(t.name for t in files.tools)]
+        changed["disallowed_tools"] = list(dict.fromkeys(left_out))
+    return changed

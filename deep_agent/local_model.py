@@ -47,14 +47,6 @@ def packaged_gguf() -> Path:
     return path
 
 
-def serve(**options: Any) -> object:
-    """Start llama.cpp's server on its own threads in this process (:func:`server_params`'s arguments)."""
-    params = server_params(**options)
-    import xllamacpp  # there: server_params found it
-
-    return xllamacpp.Server(params)
-
-
 def server_params(*, port: int, host: str = "127.0.0.1", model_path: Path | None = None, threads: int = 1,
                   context: int = 16_384, parallel: int = 2, max_tokens: int = -1,
                   chat_template: str | None = None) -> Any:
@@ -204,8 +196,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ChatTemplateError as exc:
         parser.error(str(exc))  # exits 2, as any bad argument
     try:
-        server = serve(port=args.port, host=args.host, threads=args.threads, context=args.context,
-                       parallel=args.parallel, max_tokens=args.max_tokens, chat_template=template)
+        params = server_params(port=args.port, host=args.host, threads=args.threads, context=args.context,
+                               parallel=args.parallel, max_tokens=args.max_tokens, chat_template=template)
+        import xllamacpp  # there: server_params found it
+
+        server = xllamacpp.Server(params)  # llama.cpp's server, on its own threads in this process
     except LocalModelUnavailable as exc:
         print(f"local_model: {exc}", file=sys.stderr)
         return 1

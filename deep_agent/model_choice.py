@@ -44,7 +44,7 @@ def choose_model(name: str | None, env: Mapping[str, str] | None = None, *, time
         return demo_model()
     if name and name.startswith(SCRIPTED + ":"):
         return _scripted_factory(name.partition(":")[2])
-    limits = _limits(timeout, max_tokens, retries)
+    limits = model_limits(timeout, max_tokens, retries)
     server = base_url or env.get("OPENAI_BASE_URL") or None
     if name and not base_url and (":" in name or not server):
         from langchain.chat_models import init_chat_model
@@ -53,8 +53,7 @@ def choose_model(name: str | None, env: Mapping[str, str] | None = None, *, time
             raise SpecError(f"--model: expected provider:name (for example openai:gpt-4.1-mini), or a server's "
                             f"model name with --base-url URL, got {name!r}")
         return init_chat_model(name, **limits)
-    key_name = api_key_env or "OPENAI_API_KEY"
-    key = env.get(key_name)
+    key = env.get(api_key_env or "OPENAI_API_KEY")
     if not key:
         if api_key_env:
             raise SpecError(f"--api-key-env {api_key_env}: the variable {api_key_env} is not set")
@@ -81,7 +80,7 @@ def _loopback(url: str) -> bool:
         return False
 
 
-def _limits(timeout: float | None, max_tokens: int | None, retries: int) -> dict[str, Any]:
+def model_limits(timeout: float | None, max_tokens: int | None, retries: int) -> dict[str, Any]:
     return {"max_retries": retries, **({} if timeout is None else {"timeout": timeout / (retries + 1)}),
             **({} if max_tokens is None else {"max_tokens": max_tokens})}
 

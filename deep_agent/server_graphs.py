@@ -1,14 +1,10 @@
-"""Graphs the project's ``langgraph.json`` serves: the example deep agent for Studio, and offline subagents.
+"""Graphs ``langgraph.json`` serves: ``graph``, the example deep agent Studio shows, and offline subagents.
 
-``graph`` is the example deep agent LangGraph Studio shows. The subagents run on
-:class:`~deep_agent.testing.ScriptedChatModel` (no network, no key; the remote background tests run against
-them), built as every local one is:
-
-* ``scripted_worker`` answers ``Done: <instruction>``; ``fail`` makes its model fail, ``slow`` makes it
-  work (a one-second tool call a turn) until ``Wrap up`` arrives;
-* ``scripted_approver`` asks for approval before its ``publish`` tool runs;
-* ``scripted_delegator``: ``DELEGATE <instruction>`` starts a background task of ``scripted_worker`` on
-  this same server (a remote spec without a url).
+The subagents run on :class:`~deep_agent.testing.ScriptedChatModel` (the remote background tests run against them),
+built as every local one is. ``scripted_worker`` answers ``Done: <instruction>`` (``fail``: its model fails;
+``slow``: a one-second tool call a turn until ``Wrap up``); ``scripted_approver`` asks for approval before its
+``publish`` runs; ``scripted_delegator``: ``DELEGATE <instruction>`` starts ``scripted_worker`` in the background
+on this same server (a remote spec without a url).
 """
 
 from __future__ import annotations
@@ -96,12 +92,8 @@ scripted_delegator = create_agent(
 )
 
 
-def studio_model() -> Any:
-    """The model the Studio graph runs on: :func:`deep_agent.model_choice.choose_model`'s, else the demo's."""
-    try:
-        return choose_model(None)
-    except NoModelConfigured:
-        return demo_model()
-
-
-graph = build_demo_agent(studio_model())
+try:  # the Studio graph runs on choose_model's model, else the demo's
+    _studio_model = choose_model(None)
+except NoModelConfigured:
+    _studio_model = demo_model()
+graph = build_demo_agent(_studio_model)

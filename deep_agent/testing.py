@@ -73,8 +73,6 @@ class ScriptedChatModel(BaseChatModel):
                    **kwargs: Any) -> Any:
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
-    # -- choosing a reply -------------------------------------------------
-
     def _reply_for(self, messages: list[BaseMessage]) -> Reply:
         last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
         prompt = messages[last_human].text if messages else ""
@@ -103,7 +101,11 @@ class ScriptedChatModel(BaseChatModel):
         if isinstance(reply, BaseException) or (isinstance(reply, type) and issubclass(reply, BaseException)):
             raise reply
         message = _to_message(reply, messages)
-        message.usage_metadata = _usage(messages, message)
+        # A stable stand-in for tokenisation: about four characters a token.
+        input_tokens = sum(len(m.text) for m in messages) // 4 + 1
+        output_tokens = (len(message.text) + len(json.dumps(message.tool_calls))) // 4 + 1
+        message.usage_metadata = UsageMetadata(input_tokens=input_tokens, output_tokens=output_tokens,
+                                               total_tokens=input_tokens + output_tokens)
         # A scripted AIMessage's own metadata (a ``finish_reason``, say) is kept; the model name is added.
         message.response_metadata = {"model_name": self.model_name, **message.response_metadata}
         return ChatResult(generations=[ChatGeneration(message=message)])
@@ -133,11 +135,3 @@ def _to_message(reply: Reply, messages: list[BaseMessage]) -> AIMessage:
                   "type": "tool_call"} for i, c in enumerate(reply.get("tool_calls", ()))]
         return AIMessage(content=reply.get("content", ""), tool_calls=calls)
     raise InvalidArgumentType(f"unsupported scripted reply: {reply!r}")
-
-
-def _usage(messages: list[BaseMessage], reply: AIMessage) -> UsageMetadata:
-    # A stable stand-in for tokenisation: about four characters a token.
-    input_tokens = sum(len(m.text) for m in messages) // 4 + 1
-    output_tokens = (len(reply.text) + len(json.dumps(reply.tool_calls))) // 4 + 1
-    return UsageMetadata(input_tokens=input_tokens, output_tokens=output_tokens,
-                         total_tokens=input_tokens + output_tokens)

@@ -64,7 +64,8 @@ def plan_models(specs: Iterable[Any], profiles: Mapping[str, Any], *, unknown_mo
     fallbacks: dict[str, list[str]] = {}
     problems: dict[str, str] = {}
     for spec in specs:
-        for name in _model_names(spec):
+        values = (getattr(spec, "model", None), (getattr(spec, "condenser", None) or {}).get("model"))
+        for name in (value.strip() for value in values if isinstance(value, str)):
             if name in profiles or name == INHERIT or ":" in name:
                 continue
             if name in CLAUDE_ALIASES or unknown_model == INHERIT:
@@ -82,11 +83,6 @@ def plan_models(specs: Iterable[Any], profiles: Mapping[str, Any], *, unknown_mo
         notice = (f"model{'s' if len(named) > 1 else ''} {listed} {verb} on the run's model; "
                   "map a name to another model with --model-profiles FILE")
     return ModelPlan(profiles=chosen, notice=notice, problems=problems)
-
-
-def _model_names(spec: Any) -> list[str]:
-    values = (getattr(spec, "model", None), (getattr(spec, "condenser", None) or {}).get("model"))
-    return [value.strip() for value in values if isinstance(value, str)]
 
 
 def agents_list(args: argparse.Namespace) -> int:
@@ -149,8 +145,7 @@ def scan(args: argparse.Namespace) -> tuple[Discovery[SubagentSpec], dict[Path, 
     """Discover agents and skills, then check each agent against profiles and skills."""
     require_dirs(args.dirs, "DIR")
     require_dirs(args.skills_dirs, "--skills-dir")
-    if args.project_dir is not None:
-        require_dirs([args.project_dir], "--project-dir")
+    require_dirs([args.project_dir] if args.project_dir is not None else None, "--project-dir")
     profiles = read_profiles(args.model_profiles)
     report = discover_agents(args.dirs or None, project_dir=args.project_dir)
     plan = plan_models(report.values, profiles, unknown_model=args.unknown_model)

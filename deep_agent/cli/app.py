@@ -84,9 +84,8 @@ _exiting = threading.Event()  # once set, a further SIGTERM or SIGHUP is ignored
 
 
 def _exit_on_termination() -> None:
-    """``SIGTERM`` and ``SIGHUP`` end the program by ``SystemExit``, so its exit handlers still run; the first
-    also kills the running ``Bash`` commands (an async run waits for its tools' threads), later ones are
-    ignored so that the cleanup (ending MCP servers) is not cut short."""
+    """``SIGTERM`` and ``SIGHUP`` end the program by ``SystemExit`` (its exit handlers run); the first also kills the
+    running ``Bash`` commands (an async run waits for its tools' threads), later ones cannot cut the cleanup short."""
     if threading.current_thread() is not threading.main_thread():
         return  # signal handlers can only be set from the main thread
     for name in ("SIGTERM", "SIGHUP"):
@@ -101,9 +100,6 @@ def _exit_now(signum: int, _frame: Any) -> None:
     if (shell := sys.modules.get("deep_agent.tools.shell")) is not None:  # imported only if a run used it
         shell.kill_running_commands()
     raise SystemExit(128 + signum)
-
-
-# -- the commands' arguments ---------------------------------------------------
 
 
 def _add_run(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -225,7 +221,6 @@ def _add_state(parser: argparse.ArgumentParser) -> None:
 
 
 def _checked(kind: type, ok: Callable[[Any], bool], expected: str) -> Callable[[str], Any]:
-    """An argparse ``type``: ``kind(text)`` if ``ok`` of it, else an error saying what was expected."""
     def parse(text: str) -> Any:
         try:
             value = kind(text)

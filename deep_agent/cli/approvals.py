@@ -1,8 +1,6 @@
-"""Approvals on the command line, and the turn's background tasks waited for (asking when one waits).
+"""Approvals on the command line (``--yes`` approves every call), and the turn's background tasks waited for.
 
-Each pending call (root, ``task`` child or background task) is shown whole and asked about: approve, or
-reject with a reason the agent reads. ``--yes`` approves every call. When nobody can answer (stdin is not
-a terminal), the run stops with an error naming the tool rather than waiting forever.
+When nobody can answer (stdin is not a terminal), the run stops with an error naming the tool, never waits forever.
 """
 
 from __future__ import annotations
@@ -48,11 +46,6 @@ HELP_LINE = "   ".join(f"{word[0]}: {does}" for word, does in ANSWERS.items())
 PROMPT = "Approve? " + " / ".join(f"[{word[0]}]{word[1:]}" for word in ANSWERS) + ": "
 
 
-def _answer(text: str) -> str | None:
-    text = text.strip().lower()
-    return next((word for word in ANSWERS if text in (word, word[0])), None)
-
-
 class TerminalAsker:
     """Asks on the terminal (refused when stdin is not one); an ``a`` (always) answer puts the tool in
     :attr:`always` (this object only, never on disk)."""
@@ -63,7 +56,6 @@ class TerminalAsker:
         self.always: set[str] = set()
 
     def can_ask(self) -> bool:
-        """Whether stdin is a terminal someone can answer on."""
         try:
             return bool(self.stdin.isatty())
         except Exception:  # noqa: BLE001 - a closed or odd stdin is not a terminal
@@ -81,7 +73,8 @@ class TerminalAsker:
         # within it Ctrl-C raises KeyboardInterrupt at once.
         with stop_on_ctrl_c(then=signal.default_int_handler):
             while True:
-                answer = _answer(self.console.input(Text(PROMPT)))
+                text = self.console.input(Text(PROMPT)).strip().lower()
+                answer = next((word for word in ANSWERS if text in (word, word[0])), None)
                 if answer == "yes":
                     return None
                 if answer == "always":
@@ -96,10 +89,8 @@ class TerminalAsker:
 
 def decide(interrupts: Sequence[Any], *, ask: Asker, approve_all: bool,
            announce: Callable[[str], None] = lambda _: None, always: Collection[str] = ()) -> dict[str, Any]:
-    """The resume value for every pending interrupt, keyed by interrupt id.
-
-    ``always``: tool names approved for the rest of the run, read at each call (so it covers the same batch).
-    """
+    """The resume value for every pending interrupt, keyed by interrupt id; ``always``: tool names approved for
+    the rest of the run, read at each call (so it covers the same batch)."""
     resume: dict[str, Any] = {}
     for interrupt in interrupts:
         value = getattr(interrupt, "value", None)
@@ -183,7 +174,6 @@ def _named(value: Any, agent: str, task_id: str) -> Any:
 
 
 def _live(tree: TaskTree, statuses: Collection[str]) -> list[Any]:
-    """The turn's local background tasks in one of ``statuses``."""
     from subagents.background import known_task
 
     tasks = [known_task(task_id) for task_id in list(tree.background)]

@@ -1,7 +1,4 @@
-"""How the command line reports what went wrong: one line, and the right exit code.
-
-:class:`UsageError` is a bad argument (exit 2); anything else is exit 1.
-"""
+"""How the command line reports what went wrong: one line; a :class:`UsageError` exits 2, anything else 1."""
 
 from __future__ import annotations
 
@@ -44,7 +41,9 @@ def describe_error(exc: BaseException) -> str:
     try:
         text = with_hint(_text(exc)) or type(exc).__name__
         url = _url_tried(exc)
-        kind = _network_kind(exc)
+        names = {type(link).__name__ for link in _chain(exc)}
+        kind = next((kind for mark, kind in (("Timeout", "timeout"), ("Connect", "connection"))
+                     if any(mark in name for name in names)), None)
         if url and kind == "timeout":
             text = f"the model server at {url} did not answer in time (raise --timeout): {text}"
         elif url and kind == "connection":
@@ -57,11 +56,9 @@ def describe_error(exc: BaseException) -> str:
 
 
 def _text(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:  # noqa: BLE001
-        text = ""
-    return text or type(exc).__name__
+    with contextlib.suppress(Exception):
+        return str(exc) or type(exc).__name__
+    return type(exc).__name__
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -75,30 +72,13 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 def _url_tried(exc: BaseException) -> str | None:
     for link in _chain(exc):
-        try:
-            url = getattr(getattr(link, "request", None), "url", None)
-        except Exception:  # noqa: BLE001 - httpx raises when a request was never set
-            url = None
-        if url:
-            return str(url)
+        with contextlib.suppress(Exception):  # httpx raises when a request was never set
+            if url := getattr(getattr(link, "request", None), "url", None):
+                return str(url)
     return None
 
 
-def _network_kind(exc: BaseException) -> str | None:
-    names = {type(link).__name__ for link in _chain(exc)}
-    return next((kind for mark, kind in (("Timeout", "timeout"), ("Connect", "connection"))
-                 if any(mark in name for name in names)), None)
-
-
 OPTION_FLAGS = {"force_delegation=True": "--force-delegation"}  # a library option -> its flag
-
-
-def describe_warning(message: Warning | str) -> str:
-    """One line for a warning issued during a run, naming command-line flags, not the library's options."""
-    text = describe_error(message) if isinstance(message, Warning) else printable(" ".join(str(message).split()))
-    for option, flag in OPTION_FLAGS.items():
-        text = text.replace(option, flag)
-    return text
 
 
 @contextlib.contextmanager
@@ -106,7 +86,10 @@ def warnings_as_lines() -> Iterator[None]:
     """Within the block, every warning is one ``deep-agent: warning:`` line on stderr, naming flags, not options."""
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: TextIO | None = None, line: str | None = None) -> None:
-        print(f"deep-agent: warning: {describe_warning(message)}", file=sys.stderr, flush=True)
+        text = describe_error(message) if isinstance(message, Warning) else printable(" ".join(str(message).split()))
+        for option, flag in OPTION_FLAGS.items():
+            text = text.replace(option, flag)
+        print(f"deep-agent: warning: {text}", file=sys.stderr, flush=True)
 
     with warnings.catch_warnings():
         warnings.showwarning = show

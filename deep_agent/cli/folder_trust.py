@@ -8,13 +8,14 @@ asks again. Without a terminal an untrusted folder's command-running agent files
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import stat
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from deep_agent.tools.host_code import files_run_by, what_would_run
 from subagents.errors import StoredDataError
 
 TRUST_FILE = "trusted-folders.json"
+NOTES_FILE = "seen-notes.json"
 
 
 def config_dir() -> Path:
@@ -153,3 +155,17 @@ def describe(folder: Path, commands: Mapping[Path, list[str]]) -> str:
 
 HOW_TO_TRUST = ("deep-agent: this folder is not trusted, so its agent files with hooks or MCP servers "
                 "were not loaded; review them and run `deep-agent trust` (or pass --trust-folder)")
+
+
+def notes_unseen(folder: Path, notes: Sequence[str], files: Iterable[Path], *, config: Path | None = None) -> bool:
+    """True when ``notes`` about ``folder``'s agent files have not been shown since they or the files changed (said
+    on every run, they would hide a new one); records them as seen (an unusable config folder: twice beats never)."""
+    if not notes:
+        return False
+    digest = hashlib.sha256(("\0".join(notes) + "\0" + fingerprint(files)).encode()).hexdigest()
+    record = TrustRecord(config or config_dir(), NOTES_FILE)
+    with contextlib.suppress(OSError, ValueError):
+        if record.is_trusted(folder, digest):
+            return False
+        record.trust(folder, digest)
+    return True

@@ -50,10 +50,9 @@ def tasks_command(args: argparse.Namespace) -> int:
 
 def tasks_json(thread: str, rows: Sequence[TaskRow]) -> str:
     """``deep-agent tasks --format json``: one JSON document, every task with its fields, texts whole."""
-    tasks = [{**dataclasses.asdict(row), "tokens": row.tokens, "duration_s": row.seconds(),
-              "waiting_s": row.waiting()} for row in rows]
-    for task in tasks:
-        task.pop("paused_since", None)  # a live view's clock, never part of a stored record
+    # paused_since: a live view's clock, never part of a stored record.
+    tasks = [{**{k: v for k, v in dataclasses.asdict(row).items() if k != "paused_since"}, "tokens": row.tokens,
+              "duration_s": row.seconds(), "waiting_s": row.waiting()} for row in rows]
     return json.dumps({"thread": thread, "tasks": tasks}, indent=2, default=str)
 
 
@@ -78,7 +77,9 @@ def tasks_view(thread: str, rows: Sequence[TaskRow], *, full: bool = False, widt
         table.add_column("result or error", min_width=24)
         for cells in lines:
             table.add_row(*(Text(printable(cell)) for cell in cells))
-        if _fits(table, width):
+        # Whether it fits without folding a column inside its words (a measure is clamped to the width it is given).
+        measuring = Console(width=10_000, file=io.StringIO())
+        if Measurement.get(measuring, measuring.options, table).minimum <= width:
             return table
     blocks: list[RenderableType] = [Text(title.plain, style="italic")]
     for task, agent, kind, status, timing, calls, tokens, outcome in lines:
@@ -87,12 +88,6 @@ def tasks_view(thread: str, rows: Sequence[TaskRow], *, full: bool = False, widt
         if outcome:
             blocks.append(Padding(Text(printable(outcome)), (0, 0, 0, 2)))
     return Group(*blocks)
-
-
-def _fits(table: Table, width: int) -> bool:
-    """Whether ``table`` fits ``width`` columns without folding a column inside its words."""
-    console = Console(width=10_000, file=io.StringIO())  # a measure is clamped to the width it is given
-    return Measurement.get(console, console.options, table).minimum <= width
 
 
 def state_holding(state: Path, ref: str) -> Path:
@@ -111,8 +106,7 @@ def transcript_command(args: argparse.Namespace) -> int:
         thread, row = find_task(saver, args.task_id, args.thread)
         about = (f" ({row.agent_type}, {row.kind}, {row.status}) in thread {thread}; "
                  f"transcript: {row.transcript or 'none'}")
-        header = Text.assemble((f"task {printable(row.id)}", "bold"), printable(about))
-        console.print(header, highlight=False)
+        console.print(Text.assemble((f"task {printable(row.id)}", "bold"), printable(about)), highlight=False)
         if row.kind == "refused" or not row.transcript:
             console.print(printable(f"it ran no child ({row.status}): {row.outcome}", lines=True),
                           markup=False, highlight=False)

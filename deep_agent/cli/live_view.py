@@ -1,8 +1,6 @@
-"""The terminal view of a run: this turn's tasks as they start, run, wait and end.
+"""The terminal view of a run: :class:`TaskTree`, fed the parent's stream, is what a ``rich.live.Live`` redraws.
 
-:class:`TaskTree` is fed the parent's stream (``custom`` and ``updates`` modes, ``subgraphs=True``) and
-is the renderable a ``rich.live.Live`` redraws. Its rows are :mod:`deep_agent.cli.store`'s, so the tree
-and ``deep-agent tasks`` agree.
+Its rows are :mod:`deep_agent.cli.store`'s, so the tree and ``deep-agent tasks`` agree.
 """
 
 from __future__ import annotations
@@ -174,20 +172,13 @@ def relayed_stderr(console: Console) -> Iterator[None]:
 
 UNFINISHED = frozenset({"pending", "running", "waiting_for_approval"})
 
-_STYLE = {"running": "yellow", "completed": "green", "error": "red", "waiting_for_approval": "magenta",
-          "cancelled": "dim", "pending": "dim", "lost": "red"}
-_ICON = {"running": "…", "completed": "✓", "error": "✗", "waiting_for_approval": "?", "cancelled": "-",
-         "pending": "·", "lost": "!"}
+_LOOK = {"running": ("yellow", "…"), "completed": ("green", "✓"), "error": ("red", "✗"), "lost": ("red", "!"),
+         "waiting_for_approval": ("magenta", "?"), "cancelled": ("dim", "-"), "pending": ("dim", "·")}
 
 
 class TaskTree:
-    """What this turn has done so far, and its rendering (recomputed on every refresh).
-
-    Args:
-        title: the root's label.
-        colors: agent type -> the ``color`` of its agent file.
-        earlier: the ids of the thread's tasks from earlier turns: counted, not listed.
-    """
+    """What this turn has done so far, and its rendering (recomputed on every refresh); ``colors``: agent type ->
+    its agent file's ``color``; ``earlier``: the ids of the thread's tasks from earlier turns (counted, not listed)."""
 
     def __init__(self, title: str, *, colors: Mapping[str, str] | None = None,
                  earlier: Iterable[str] = ()) -> None:
@@ -207,8 +198,6 @@ class TaskTree:
         self._counted: set[str] = set()
         self.root_model: str | None = None
         self._root_since = self.started
-
-    # -- feeding ------------------------------------------------------------
 
     def feed(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> None:
         if mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_task":
@@ -243,7 +232,6 @@ class TaskTree:
                                                           "input_tokens", "output_tokens")})
 
     def update(self, update: Mapping[str, Any]) -> None:
-        """A state update of the root: ledgers and messages."""
         self.sync.update({task_id: dict(record) for task_id, record in (update.get(LEDGER_KEY) or {}).items()})
         for task_id, fields in (update.get(ASYNC_LEDGER_KEY) or {}).items():
             self.background[task_id] = {**self.background.get(task_id, {}), **fields, "id": task_id}
@@ -251,8 +239,7 @@ class TaskTree:
             self._root_since = time.monotonic()  # the root's next step (a model call, its tools) starts now
             self.messages.append(message)
             usage = getattr(message, "usage_metadata", None)
-            message_id = getattr(message, "id", None)
-            if message_id is not None:
+            if (message_id := getattr(message, "id", None)) is not None:
                 # An approval's resume writes the same AI message again (edited or as it was): one call, once.
                 if message_id in self._counted:
                     continue
@@ -274,17 +261,14 @@ class TaskTree:
         now = time.time()
         for task_id, row in self.live.items():
             status = row.get("status", "running")
-            if task_id in self.sync or row.get("refused") or status not in UNFINISHED | {"cancelled"}:
-                continue
-            if status == "cancelled" and row.get("duration_ms") is not None:
+            if (task_id in self.sync or row.get("refused") or status not in UNFINISHED | {"cancelled"}
+                    or (status == "cancelled" and row.get("duration_ms") is not None)):
                 continue
             _end_pause(row, now)  # its clocks stop here too
             started = _seconds(row.get("started_at"))
             if started is not None:
                 row["duration_ms"] = max(0.0, now - started - row.get("waited_s", 0.0)) * 1000
             row["status"] = "cancelled"
-
-    # -- reading --------------------------------------------------------------
 
     def rows(self) -> list[TaskRow]:
         rows = {task_id: _event_row(task_id, event) for task_id, event in self.live.items()}
@@ -330,9 +314,9 @@ class TaskTree:
     def _line(self, row: TaskRow, now: float) -> Text:
         status = row.status
         cut = row.shown_status != status  # completed with a wrap-up's partial answer
-        style = "yellow" if cut else _STYLE.get(status, "")
+        style, icon = ("yellow", "~") if cut else _LOOK.get(status, ("", "·"))
         line = Text()
-        line.append(f"{'~' if cut else _ICON.get(status, '·')} ", style=style)
+        line.append(f"{icon} ", style=style)
         # Ids, names and errors can hold a child's text: escaped, so no escape sequence reaches the terminal.
         line.append(printable(row.agent_type), style=self.colors.get(row.agent_type, style))
         kind = {"background": f" [background, {row.runner or 'local'}, attempt {row.attempt or 1}]",

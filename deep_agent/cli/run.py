@@ -48,7 +48,7 @@ def run_command(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.text import Text
 
-    from deep_agent.cli.seen_notes import notes_unseen
+    from deep_agent.cli.folder_trust import notes_unseen
     from deep_agent.cli.session import run_turns
     from deep_agent.cli.terminal import printable
 
@@ -84,15 +84,6 @@ def demo_command(args: argparse.Namespace) -> int:
 
 MISPLACED_AGENT_DIRS = {".claude/agent": ".claude/agents", ".agents/agent": ".agents/agents",
                         ".claude/Agents": ".claude/agents"}
-
-
-def misplaced_agent_folders(project: Path, agents_dirs: Sequence[str] | None) -> list[str]:
-    """A note for each near-miss agents folder in the project (else the run just says ``unknown subagent_type``)."""
-    if agents_dirs:
-        return []
-    return [f"{wrong}/ is not read: agent files go in {right}/ (rename the folder)"
-            for wrong, right in MISPLACED_AGENT_DIRS.items()
-            if (project / wrong).is_dir() and not (project / right).is_dir()]
 
 
 def bash_setting(args: argparse.Namespace) -> tuple[Any, str | None]:
@@ -140,10 +131,10 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     from deep_agent.cli.store import resolve_state_dir
     from deep_agent.model_choice import choose_model
     from deep_agent.tools import RISKY_TOOLS, builtin_tools, tools_not_provided
+    from subagents.definitions import SKILL_DIRS, default_levels
 
     require_dirs(args.agents_dirs, "--agents-dir")
-    if args.workspace is not None and not Path(args.workspace).expanduser().is_dir():
-        raise UsageError(f"--workspace {args.workspace}: no such directory")
+    require_dirs([args.workspace] if args.workspace is not None else None, "--workspace")
     profiles = read_profiles(args.model_profiles)
     prices = read_prices(args.prices)
     state = resolve_state_dir(args.state_dir)  # an unwritable one fails here, in one line
@@ -154,7 +145,9 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     # the folder's (what trust hashes): a guard's script decides a call.
     workspace = workspace_of(args, state, [p for d in found.definitions.values()
                                            for p in files_run_by(d.value, Path.cwd(), outside=True)])
-    skills_dirs = _skill_levels(args.skills_dirs)
+    # The skill folders to read: the named ones, else the default ones that exist.
+    levels = [[d for d in level if d.is_dir()] for level in default_levels(SKILL_DIRS, Path.cwd())]
+    skills_dirs = list(args.skills_dirs or ()) or [level for level in levels if level]
     bash, bash_note = bash_setting(args)
     untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)),
                                                                  confined=bash not in (None, "unconfined"),
@@ -171,7 +164,10 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     except ValueError as exc:  # a --model value that names no model: a bad argument (exit 2)
         raise UsageError(str(exc)) from None
     folder_notes = [plan.notice] if plan.notice else []
-    folder_notes += misplaced_agent_folders(Path.cwd(), args.agents_dirs)
+    # A near-miss agents folder is named: else the run just says ``unknown subagent_type``.
+    folder_notes += [f"{wrong}/ is not read: agent files go in {right}/ (rename the folder)"
+                     for wrong, right in MISPLACED_AGENT_DIRS.items() if not args.agents_dirs
+                     and (Path.cwd() / wrong).is_dir() and not (Path.cwd() / right).is_dir()]
     missing = tools_not_provided(specs)
     if missing:
         named = "; ".join(f"{tool} ({', '.join(agents)})" for tool, agents in sorted(missing.items()))
@@ -226,14 +222,9 @@ def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.N
     return skipped, [f"skipped {message}" for message in problems.values()]
 
 
-CONFINED = "They run in Bash's sandbox: no network, keys or home unless the flags give them."
-UNCONFINED = "They run on this machine unconfined, with your keys, network and home (Bash is not sandboxed)."
-
-
 def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True, commands: Any = None) -> set[str]:
-    """Names of the current folder's command-running agent files a person has not trusted: ``--trust-folder``
-    trusts it now; on a terminal the user is shown every command and where it would run, and asked once.
-    ``commands``: ``folder_commands``' answer, if the run found it already."""
+    """Names of the current folder's command-running agent files a person has not trusted (``commands``: known
+    already): ``--trust-folder`` trusts it now; on a terminal the user sees every command and is asked once."""
     folder = Path.cwd()
     commands = folder_commands(found.definitions.values(), folder) if commands is None else commands
     if not commands:
@@ -243,7 +234,9 @@ def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True, comm
         return set()
     if not trust_now and sys.stdin.isatty():
         print(describe(folder, commands), file=sys.stderr)
-        print(CONFINED if confined else UNCONFINED, file=sys.stderr)
+        print("They run in Bash's sandbox: no network, keys or home unless the flags give them." if confined else
+              "They run on this machine unconfined, with your keys, network and home (Bash is not sandboxed).",
+              file=sys.stderr)
         answer = input("Trust this folder and let these commands run? [y/N] ")
         trust_now = answer.strip().lower() in ("y", "yes")
     if trust_now:
@@ -256,7 +249,6 @@ def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True, comm
 
 def trust_command(args: argparse.Namespace) -> int:
     """``deep-agent trust [DIR]``: show what the folder's agent files run, and trust it."""
-
     folder = Path(args.dir).resolve()
     if not folder.is_dir():
         raise UsageError(f"trust {args.dir}: no such directory")
@@ -283,20 +275,11 @@ def read_prices(path: Path | None) -> dict[str, tuple[float, float]] | None:
     return prices
 
 
-def _skill_levels(named: list[str] | None) -> list[Any]:
-    """The skill folders to read: the named ones, else the default ones that exist."""
-    from subagents.definitions import SKILL_DIRS, default_levels
-
-    if named:
-        return list(named)
-    levels = [[d for d in level if d.is_dir()] for level in default_levels(SKILL_DIRS, Path.cwd())]
-    return [level for level in levels if level]
-
-
 def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """Profiles naming ``provider:model`` get the run's --timeout, --retries and --max-tokens too."""
-    limits = {"timeout": args.timeout / (args.retries + 1), "max_retries": args.retries,
-              **({"max_tokens": args.max_tokens} if args.max_tokens else {})}
+    from deep_agent.model_choice import model_limits
+
+    limits = model_limits(args.timeout, args.max_tokens, args.retries)
     out: dict[str, Any] = {}
     for name, value in profiles.items():
         if isinstance(value, str) and ":" in value:

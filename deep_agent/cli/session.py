@@ -1,8 +1,9 @@
 """The turns of one command-line run: stream with a live tree, ask for approvals, summarise.
 
-A turn that fails leaves the thread as it was before it (its messages are
-removed again, its task records stay), so continuing the thread never sends
-two user messages in a row.
+A turn that fails leaves the thread as it was before it (its messages are removed again, its task records stay),
+so continuing the thread never sends two user messages in a row. The tasks it cut short are kept as ``cancelled``,
+with their transcript: a delegation records itself when its tool call returns, and Ctrl-C (or a failing sibling)
+ends the turn before that.
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ from rich.table import Table
 from rich.text import Text
 
 from deep_agent.cli.approvals import TerminalAsker, decide, end_line, settle_background, unsettled
-from deep_agent.cli.cut_short import add_unseen_tasks, cut_short_records
 from deep_agent.cli.errors import warnings_as_lines
-from deep_agent.cli.live_view import TaskTree, relayed_stderr, turn_waiting
+from deep_agent.cli.live_view import UNFINISHED, TaskTree, relayed_stderr, turn_waiting
 from deep_agent.cli.store import (
     TaskRow,
     check_thread_id,
@@ -36,8 +36,11 @@ from deep_agent.cli.store import (
     task_rows,
 )
 from deep_agent.cli.terminal import printable
-from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY
+from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY, ledger_entry
+from subagents.metering import token_count
+from subagents.outcome import TaskRecord
 from subagents.runner import stop_on_ctrl_c, stop_requested
+from subagents.transcripts import jsonl_path, read_jsonl
 
 UNKNOWN = "–"  # the cost without prices, never a made-up 0.0
 
@@ -56,10 +59,8 @@ def summary_table(rows: Sequence[TaskRow], root_usage: Mapping[str, int], *, roo
     root_time = seconds_text(max(0.0, root_seconds - root_waiting), root_waiting)
     lines = [("(root)", len(rows), root_usage.get("model_calls", 0),
               root_usage.get("input_tokens", 0) + root_usage.get("output_tokens", 0), root_time, root_cost)]
-    by_type: dict[str, list[TaskRow]] = {}
-    for row in rows:
-        by_type.setdefault(row.agent_type, []).append(row)
-    for agent, group in sorted(by_type.items()):
+    for agent in sorted({row.agent_type for row in rows}):
+        group = [row for row in rows if row.agent_type == agent]
         lines.append((agent, len(group), sum(r.model_calls for r in group), sum(r.tokens for r in group),
                       seconds_text(sum(r.seconds() for r in group), sum(r.waiting() for r in group)),
                       sum(r.cost_usd for r in group)))
@@ -77,7 +78,6 @@ def _cost(value: float, prices: Mapping[str, Any] | None) -> str:
 
 async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *, title: str,
                     console: Console) -> int:
-    """Run each prompt as a turn of one thread."""
     thread_id = check_thread_id(getattr(args, "thread", None) or uuid.uuid4().hex,
                                 getattr(args, "db_url", None))
     state = resolve_state_dir(args.state_dir)
@@ -98,8 +98,10 @@ async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *,
                 console.print(f"\n[bold]{'Final answer' if turn == len(prompts) - 1 else 'Answer'}[/bold]")
                 # The answer is model text: its lines are kept, but no escape sequence in it reaches the terminal.
                 console.print(Text(printable(messages[-1].text if messages else "", lines=True)), highlight=False)
+                ids = {row.id for row in tree.rows()}  # this turn's tasks, with their final records
                 console.print(summary_table(
-                    _this_turn(tree, values), tree.root_usage, root_model=tree.root_model, prices=setup.prices,
+                    [row for row in task_rows(values) if row.id in ids] or tree.rows(), tree.root_usage,
+                    root_model=tree.root_model, prices=setup.prices,
                     root_seconds=(tree.finished or time.monotonic()) - tree.started, root_waiting=tree.waiting_s))
     shown = printable(thread_id)  # a --thread of the user's: data, never markup
     console.print(Text(f"thread {shown} — continue with --thread {shown}; list tasks with: deep-agent tasks {shown}",
@@ -126,10 +128,9 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
             if not interrupts:
                 break
             asked = time.monotonic()
-            resume = decide(interrupts, ask=ask, approve_all=setup.approve_all, always=ask.always,
-                            announce=lambda line: console.print(Text(printable(line), style="magenta")))
+            inputs = Command(resume=decide(interrupts, ask=ask, approve_all=setup.approve_all, always=ask.always,
+                                           announce=lambda line: console.print(Text(printable(line), style="magenta"))))
             tree.waiting_s += time.monotonic() - asked
-            inputs = Command(resume=resume)
     except BaseException:
         add_unseen_tasks(tree, config["configurable"]["thread_id"], sessions)
         tree.cut_short(_outcome())
@@ -219,7 +220,57 @@ async def _forget_failed_turn(agent: Any, config: dict[str, Any], kept: int) -> 
                                       as_node="model")
 
 
-def _this_turn(tree: TaskTree, values: dict[str, Any]) -> list[Any]:
-    """This turn's tasks with their final records from the thread's state."""
-    ids = {row.id for row in tree.rows()}
-    return [row for row in task_rows(values) if row.id in ids] or tree.rows()
+REASON = "cancelled: the run ended (Ctrl-C or an error) before the task did"
+
+
+def cut_short_records(tree: TaskTree, thread_id: str, sessions: Path) -> dict[str, dict[str, Any]]:
+    """Ledger records, as ``cancelled``, for this turn's delegations that started and never recorded an end."""
+    now = time.time()
+    calls = _calls(tree)
+    records: dict[str, dict[str, Any]] = {}
+    for row in tree.rows():
+        if row.kind != "task" or row.status not in UNFINISHED | {"cancelled"} or row.id in tree.sync:
+            continue
+        args = (calls.get(row.tool_call_id) or {}).get("args") or {}
+        transcript = jsonl_path(sessions, thread_id, row.id)
+        started = row.started_at if row.started_at is not None else now
+        record = TaskRecord(
+            id=row.id, agent_type=row.agent_type, tool_call_id=row.tool_call_id, status="cancelled",
+            stop_reason="cancelled", description=str(args.get("description") or ""), error=REASON,
+            started_at=started, finished_at=now, duration_ms=round(row.seconds(now) * 1000, 3),
+            waiting_ms=round(row.waiting(now) * 1000, 3), model_calls=row.model_calls,
+            input_tokens=row.input_tokens, output_tokens=row.output_tokens,
+            transcript=f"jsonl:{transcript}" if transcript.is_file() else None,
+        )
+        records[row.id] = ledger_entry(record.model_dump())
+    return records
+
+
+def add_unseen_tasks(tree: TaskTree, thread_id: str, sessions: Path) -> None:
+    """Put in the tree, as ``cancelled``, this turn's ``task`` calls that have a transcript and no row (a Ctrl-C
+    as a child starts can end the stream before its events arrive). Never raises."""
+    try:
+        folder = jsonl_path(sessions, thread_id, "x").parent
+        paths = list(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
+        calls = _calls(tree)
+        for path in paths:
+            if path.stat().st_mtime < tree.started_at:
+                continue
+            header, messages = read_jsonl(path)
+            meta = header["metadata"] if isinstance(header.get("metadata"), dict) else {}
+            task_id, call_id = header.get("id"), meta.get("tool_call_id")
+            if not isinstance(task_id, str) or task_id in tree.live or task_id in tree.sync or call_id not in calls:
+                continue
+            spent = [getattr(m, "usage_metadata", None) or {} for m in messages if m.type == "ai"]
+            tree.live[task_id] = {
+                "agent_type": str(meta.get("agent_type") or "?"), "tool_call_id": call_id, "status": "cancelled",
+                "started_at": path.stat().st_ctime, "model_calls": len(spent),
+                "input_tokens": sum(token_count(s.get("input_tokens")) for s in spent),
+                "output_tokens": sum(token_count(s.get("output_tokens")) for s in spent),
+            }
+    except Exception:  # noqa: BLE001 - an unreadable folder or file: the tree keeps what it saw
+        return
+
+
+def _calls(tree: TaskTree) -> dict[Any, Any]:
+    return {call.get("id"): call for message in tree.messages for call in getattr(message, "tool_calls", None) or ()}

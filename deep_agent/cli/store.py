@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import importlib
 import os
 import sqlite3
 import tempfile
@@ -17,17 +18,13 @@ import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from deep_agent.cli.errors import UsageError, with_hint
 from deep_agent.factory import saved_messages
 from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
-from subagents.background.ledger import merge_async_records
 from subagents.errors import SubagentsError, UnknownTask
-from subagents.ledger import DataOnlySerializer, LedgerChannel, saved_value
-from subagents.outcome import merge_records
-
-# Postgres (``--db``): every failure is one line naming the database without its password.
+from subagents.ledger import DataOnlySerializer, LedgerChannel, merge_async_records, merge_records, saved_value
 
 INSTALL_HINT = 'pip install "governed-subagents[postgres]" (langgraph-checkpoint-postgres and psycopg)'
 
@@ -36,9 +33,7 @@ class DatabaseError(SubagentsError, RuntimeError):
     """The ``--db`` database cannot be used; the message names it (never its password) and says why."""
 
     def __init__(self, db_url: str, reason: str) -> None:
-        self.target = describe_url(db_url)
-        self.reason = reason
-        super().__init__(f"--db {self.target}: {reason}")
+        super().__init__(f"--db {describe_url(db_url)}: {reason}")
 
 
 def describe_url(db_url: str) -> str:
@@ -61,13 +56,8 @@ def _saver_class(db_url: str, *, aio: bool) -> Any:
     if not db_url.startswith(("postgresql://", "postgres://")):
         raise DatabaseError(db_url, "expected a postgresql:// URL")
     try:
-        if aio:
-            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-            return AsyncPostgresSaver
-        from langgraph.checkpoint.postgres import PostgresSaver
-
-        return PostgresSaver
+        module = importlib.import_module("langgraph.checkpoint.postgres" + (".aio" if aio else ""))
+        return getattr(module, "AsyncPostgresSaver" if aio else "PostgresSaver")
     except ImportError as exc:
         raise DatabaseError(db_url, f"Postgres support is not installed ({_one_line(exc)}): {INSTALL_HINT}") from None
 
@@ -97,10 +87,8 @@ GITIGNORE = "# Created by deep-agent: this folder is the CLI's state, not part o
 
 
 def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
-    """The state folder as an absolute path (so stored transcript paths work from anywhere).
-
-    With ``create`` it is made (with a ``.gitignore`` of ``*``) and checked writable. The default
-    ``.deep_agent`` is refused when it is a symlink: the checkout would choose where the CLI writes.
+    """The state folder as an absolute path (stored transcript paths work from anywhere); with ``create``, made
+    (with a ``.gitignore`` of ``*``) and checked writable. A symlinked default is refused: the checkout would choose.
     """
     state = (Path(path).expanduser() if path else Path.cwd() / DEFAULT_STATE_DIR).absolute()
     flag = "--state-dir" if path else "state directory"
@@ -151,9 +139,7 @@ class StateFileError(SubagentsError, LookupError):
     """A file of the state folder that is not read: outside it, behind a symlink, not a regular file, or too big."""
 
     def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
+        super().__init__(f"{path}: {reason}")
 
 
 def state_file(state: Path, path: str | os.PathLike[str]) -> Any:
@@ -269,12 +255,9 @@ def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     path = _checked_database(state, must_exist=True)
-    conn = sqlite3.connect(_no_symlink_uri(path), uri=True, check_same_thread=False)
-    try:
+    with contextlib.closing(sqlite3.connect(_no_symlink_uri(path), uri=True, check_same_thread=False)) as conn:
         # The folder may be a stranger's checkout: its state is read as data, never as code.
         yield SqliteSaver(conn, serde=DataOnlySerializer(str(path)))
-    finally:
-        conn.close()
 
 
 def _checked_database(state: Path, *, must_exist: bool) -> Path:
@@ -292,8 +275,6 @@ def _checked_database(state: Path, *, must_exist: bool) -> Path:
 
 def _no_symlink_uri(path: Path) -> str:
     """A SQLite URI for ``path`` that SQLite refuses to open through a symlink (checked just before, too)."""
-    from urllib.parse import quote
-
     return f"file:{quote(str(path))}?nofollow=1"
 
 
@@ -314,8 +295,7 @@ def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
     values = dict(saved.checkpoint["channel_values"])
     values["messages"] = saved_messages(saver, saved)
     for key, merge in ((LEDGER_KEY, merge_records), (ASYNC_LEDGER_KEY, merge_async_records)):
-        ledger = saved_value(saver, saved, key, LedgerChannel(dict, merge))
-        if ledger is not None:
+        if (ledger := saved_value(saver, saved, key, LedgerChannel(dict, merge))) is not None:
             values[key] = ledger
     return values
 
@@ -479,8 +459,8 @@ def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messag
                if r.get("tool_call_id") and any(is_clipped(r, k) for k in ("description", "result", "error"))}
     if not clipped:
         return
-    calls: dict[str, str] = {}
-    replies: dict[str, str] = {}
+    calls: dict[Any, str] = {}
+    replies: dict[Any, str] = {}
     for message in messages:
         kind = getattr(message, "type", "")
         if kind == "ai":
@@ -489,15 +469,11 @@ def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messag
                     calls[call["id"]] = call["args"]["description"]
         elif kind == "tool" and getattr(message, "tool_call_id", None) in clipped:
             replies[message.tool_call_id] = _text(message)
-    for row in rows:
-        if row.tool_call_id is None or row.tool_call_id not in clipped:
-            continue
+    for row in (row for row in rows if row.tool_call_id in clipped):
         row.description = calls.get(row.tool_call_id, row.description)
-        if (reply := replies.get(row.tool_call_id)) is None:
-            continue
-        if row.status == "completed":
+        if (reply := replies.get(row.tool_call_id)) is not None and row.status == "completed":
             row.result = reply
-        elif row.error is not None:
+        elif reply is not None and row.error is not None:
             row.error = reply.removeprefix(f"Subagent '{row.agent_type}' failed: ")
 
 

@@ -71,30 +71,22 @@ class _Preview:
             return value if abs(value) < 10**18 else self.safe_text(f"{value:e}", MAX_STRING)
         if isinstance(value, str):
             return self.safe_text(value, MAX_STRING)
-        if isinstance(value, Mapping) or isinstance(value, (list, tuple, set, frozenset)):
-            if depth >= MAX_DEPTH:
-                return "... [nested too deep to show]"
-            return self._mapping(value, depth) if isinstance(value, Mapping) else self._items(value, depth)
-        return self.safe_text(value, MAX_STRING)
-
-    def _mapping(self, value: Mapping[Any, Any], depth: int) -> dict[str, Any]:
-        shown: dict[str, Any] = {}
-        for count, (key, item) in enumerate(value.items()):
-            if count >= MAX_ITEMS or self.left <= 0:
-                shown["..."] = f"[{len(value) - count} more keys]"
-                break
-            self.left -= 1
-            shown[self.safe_text(key, MAX_STRING)] = self.take(item, depth + 1)
-        return shown
-
-    def _items(self, value: Any, depth: int) -> list[Any]:
+        if not isinstance(value, (Mapping, list, tuple, set, frozenset)):
+            return self.safe_text(value, MAX_STRING)
+        if depth >= MAX_DEPTH:
+            return "... [nested too deep to show]"
+        mapping = isinstance(value, Mapping)
         shown: list[Any] = []
-        for count, item in enumerate(value):
+        for count, item in enumerate(value.items() if isinstance(value, Mapping) else value):
             if count >= MAX_ITEMS or self.left <= 0:
-                shown.append(f"... [{len(value) - count} more items]")
+                more = f"{len(value) - count} more {'keys' if mapping else 'items'}"
+                shown.append(("...", f"[{more}]") if mapping else f"... [{more}]")
                 break
-            shown.append(self.take(item, depth + 1))
-        return shown
+            if mapping:
+                self.left -= 1  # the key
+                item = (self.safe_text(item[0], MAX_STRING), self.take(item[1], depth + 1))
+            shown.append(item if mapping else self.take(item, depth + 1))
+        return dict(shown) if mapping else shown
 
 
 def discard_typed_ahead(stdin: Any) -> None:

@@ -33,7 +33,6 @@ import deep_agent.cli.agents  # noqa: F401
 import deep_agent.cli.app
 import deep_agent.cli.inspect  # noqa: F401
 import deep_agent.cli.run  # noqa: F401
-import deep_agent.cli.seen_notes  # noqa: F401
 import deep_agent.cli.session  # noqa: F401
 import deep_agent.cli.store  # noqa: F401
 import deep_agent.factory  # noqa: F401
