@@ -131,18 +131,19 @@ def _open_at(name: str, flags: int, folder: int | None, path: Path, opener: Call
     try:
         return opener(name, flags, dir_fd=folder) if opener else os.open(name, flags, 0o666, dir_fd=folder)
     except OSError as exc:
-        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_symlink(name, folder)):
+        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and stat.S_ISLNK(lmode(name, folder))):
             raise ChangedWhileOpening(errno.ELOOP, CHANGED, str(path)) from None
         if exc.strerror == NOT_REGULAR:
             raise NotRegularFile(errno.EINVAL, NOT_REGULAR, str(path)) from None
         raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
-def _is_symlink(name: str, folder: int | None) -> bool:
+def lmode(name: str, folder: int | None) -> int:
+    """The mode of ``name`` in ``folder`` (``None``: as a path), not following a symlink; ``0`` if there is none."""
     try:
-        return stat.S_ISLNK(os.lstat(name, dir_fd=folder).st_mode)
+        return os.lstat(name, dir_fd=folder).st_mode
     except OSError:
-        return False
+        return 0
 
 
 class Workspace:
