@@ -53,9 +53,8 @@ class SpawnFailed(SubagentsError, RuntimeError):
 def fd_options(sync_fds: tuple[int, int | None] | None, seccomp_fd: int | None) -> list[str]:
     """bubblewrap's ``--info-fd`` (its child's pid), ``--block-fd`` (the command waits for network), ``--seccomp``."""
     info, block = sync_fds or (None, None)
-    return ([*(["--info-fd", str(info)] if info is not None else []),
-             *(["--block-fd", str(block)] if block is not None else [])]
-            + (["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []))
+    return [word for flag, fd in (("--info-fd", info), ("--block-fd", block), ("--seccomp", seccomp_fd))
+            if fd is not None for word in (flag, str(fd))]
 
 
 Build = Callable[[tuple[int, int | None] | None, int | None], list[str]]  # (sync_fds, seccomp_fd) -> argv
@@ -64,10 +63,8 @@ Build = Callable[[tuple[int, int | None] | None, int | None], list[str]]  # (syn
 @contextlib.contextmanager
 def spawned(build: Build, pasta: str | None, record: str | None = None, keep: tuple[int, ...] = (),
             **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
-    """bubblewrap started from ``build``; with ``pasta``, its network given before the command starts.
-
-    ``record``: a folder for the sandbox's and pasta's pids (:func:`end_recorded`); ``keep``: descriptors the
-    command inherits."""
+    """bubblewrap started from ``build``; with ``pasta``, its network given before the command starts. ``record``:
+    a folder for the sandbox's and pasta's pids (:func:`end_recorded`); ``keep``: descriptors the command inherits."""
     with contextlib.nullcontext() if (program := seccomp_filter()) is None else _readable(program) as seccomp:
         fds = (*keep, *(() if seccomp is None else (seccomp,)))
         if pasta is None and record is None:
@@ -126,14 +123,12 @@ MAX_ARGS = 9000
 
 @contextlib.contextmanager
 def _sources_opened(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
-    """``argv`` as bubblewrap, ``--args`` and a descriptor holding its options (no argument list limits them),
-    each bind's source (resolved, as the sandbox names them) a descriptor opened one name at a time from
-    ``/`` or from a source opened before, never through a symlink; the descriptors, open while the context is held.
+    """``argv`` as bubblewrap, ``--args`` and a descriptor holding its options (no argument list limits them), each
+    bind's source a descriptor opened one name at a time (:func:`_opened`); the descriptors, open while held.
 
-    A bind by path is followed when bubblewrap mounts it: a command running beside that swapped a folder on
-    the way to a protected path for a symlink to the home folder had the home bound writable in the next
-    command. :class:`SpawnFailed` where a source is a symlink or missing, and where bubblewrap could not take
-    them all (:data:`MAX_ARGS`, a descriptor each): unbound, a protected path would be the command's."""
+    A bind by path is followed when bubblewrap mounts it: a folder on the way to a protected path swapped for a
+    symlink to the home had the home bound writable. :class:`SpawnFailed` where a source is a symlink or missing,
+    or bubblewrap cannot take them all (:data:`MAX_ARGS`): unbound, a protected path would be the command's."""
     if len(argv) + 1 > MAX_ARGS:  # its own, and "--args FD" for them
         raise SpawnFailed(f"the workspace has more protected paths and folders on their way than bubblewrap can "
                           f"bind ({sum(w in BIND_FD for w in argv)} binds; it takes {MAX_ARGS} arguments)", "bwrap")
@@ -258,7 +253,6 @@ def _owner_of_network(pid: int) -> Iterator[int]:
         os.close(owner)
 
 
-# Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket.
 _CALLS = {"x86_64": (0xC000003E, (248, 249, 250), 41), "aarch64": (0xC00000B7, (217, 218, 219), 198)}
 """Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket."""
 IO_URING = (425, 426, 427)
@@ -277,23 +271,13 @@ def seccomp_filter(machine: str | None = None) -> bytes | None:
     """The seccomp program bubblewrap installs: the kernel keyring calls, io_uring, a socket of any family but
     :data:`SOCKET_FAMILIES`, and a set-user-ID or set-group-ID mode (:data:`MODE_CALLS`) fail with ``EPERM``.
 
-    The keyring is not a namespace bubblewrap unshares: without this, a
-    command reads the keys of the session that started the program (as
-    Docker's default profile, which refuses the same calls). A unix socket
-    bound to a path reaches whoever listens there, whatever namespace or
-    read-only mount is between (a database or container daemon in
-    ``/var/lib``, one bound by a relative name or since moved); a vsock one
-    the host's vsock ports (no namespace holds them): so ``socket()`` is
-    allowed only for the internet families and netlink (glibc's
-    ``getaddrinfo`` asks the network namespace's interfaces through it).
-    io_uring makes sockets (``IORING_OP_SOCKET``) and more without a
-    ``socket()`` call seccomp could see: it is refused whole (as Docker's
-    default profile does). ``socketpair`` still works (it reaches no one
-    else: a program's pipes between its own processes). A call made
-    through another architecture's interface (x86's 32-bit ``int 0x80`` on
-    x86_64, whose calls have other numbers) is refused whatever it is: the
-    sandbox runs the machine's own programs. ``None`` on a machine not
-    listed (no filter: the keyring and every socket family stay reachable there).
+    The keyring is no namespace bubblewrap unshares: a command read the keys of the session that started the
+    program (Docker's default profile refuses the same calls). A unix socket bound to a path reaches whoever
+    listens there, whatever namespace or read-only mount is between, a vsock one the host's ports: so ``socket()``
+    is allowed for the internet families and netlink only (``getaddrinfo`` asks the interfaces through it);
+    ``socketpair`` reaches no one else. io_uring makes sockets without a ``socket()`` seccomp could see: refused
+    whole. A call through another architecture's interface (``int 0x80`` on x86_64) is refused whatever it is.
+    ``None`` on a machine not listed (no filter there).
     """
     calls = _CALLS.get(machine or os.uname().machine)
     if calls is None:

@@ -48,8 +48,8 @@ from typing import Any
 from deep_agent.tools.confined import STARTED, SpawnFailed, argv_file, end_recorded, fd_options, spawned
 from deep_agent.tools.host_code import WORD_PARTS, shell_words
 from deep_agent.tools.protected import CONFIG, VCS_DIRS, Protected, is_git_dir
-from deep_agent.tools.workspace import homes, lmode
-from subagents.definitions.on_host import absolute_path, confine
+from deep_agent.tools.workspace import homes, is_folder, lmode
+from subagents.definitions.on_host import absolute_path
 from subagents.errors import SubagentsError
 
 ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY",
@@ -200,7 +200,7 @@ class Sandbox:
 
 @dataclasses.dataclass(frozen=True)
 class Confinement:
-    """Runs a hook's command or an MCP server as ``Bash``'s commands run (see :func:`confine_definitions`)."""
+    """Runs a hook's command or an MCP server as ``Bash``'s commands run (given to ``on_host.confine``)."""
 
     sandbox: Sandbox
     workspace: Path
@@ -239,11 +239,6 @@ def _python() -> str:
     """This program's interpreter, or where this process may not run it (its user changed), the one on ``PATH``."""
     return (sys.executable if os.access(sys.executable, os.X_OK)
             else shutil.which("python3", path=absolute_path()) or sys.executable)
-
-
-def confine_definitions(sandbox: Sandbox, workspace: Path, protected: Protected) -> None:
-    """From now on, this process's hooks and MCP servers run under ``sandbox`` in ``workspace``."""
-    confine(Confinement(sandbox, workspace.resolve(), protected))
 
 
 def named_outside(argv: list[str], root: Path, hidden: list[str]) -> list[Path]:
@@ -388,7 +383,7 @@ def _walk_all(root: Path) -> Iterator[tuple[Path, int, list[str], list[str]]]:
             files: list[str] = []
             with os.scandir(fd) as scan:
                 for entry in scan:
-                    (dirs if _is_dir(entry) else files).append(entry.name)
+                    (dirs if is_folder(entry, follow_symlinks=False) else files).append(entry.name)
             yield here, fd, dirs, files
             pending += [(depth + 1, here / d) for d in reversed(dirs)]
     finally:
@@ -415,10 +410,6 @@ def _reach(held: list[tuple[int, int]], depth: int, here: Path) -> int | None:
     return held[-1][1]
 
 
-_GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
-"""Why a folder listed a moment ago cannot be opened, and need not be: gone, or now a file or a symlink."""
-
-
 def _open_folder(name: str, parent: int | None) -> int | None:
     """The folder ``name`` in ``parent`` (``None``: ``name`` is absolute) opened (:data:`_FOLDER`), its owner's read
     and search bits given back first: a command's ``chmod 0311 d`` or ``chmod 0600 d`` hides nothing in it. ``None``
@@ -426,8 +417,8 @@ def _open_folder(name: str, parent: int | None) -> int | None:
     try:
         held = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
     except OSError as exc:
-        if exc.errno in (*_GONE, errno.EACCES, errno.EPERM):
-            return None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EACCES, errno.EPERM):  # gone, now a file
+            return None  # or a symlink, or not the user's
         raise
     try:
         if not stat.S_ISDIR(os.fstat(held).st_mode):  # a symlink is opened as itself (O_PATH | O_NOFOLLOW)
@@ -454,13 +445,6 @@ def _give_owner_bits(fd: int, bits: int = stat.S_IRWXU) -> None:
     mode = os.fstat(fd).st_mode
     if stat.S_ISDIR(mode) and mode & bits != bits:
         os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(mode) | bits)
-
-
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir(follow_symlinks=False)
-    except OSError:
-        return False
 
 
 def _lexists(name: str, parent: int) -> bool:
@@ -523,8 +507,7 @@ def _walk_or_refuse(root: Path, walk: Callable[[], list[Path]], report: list[Pat
 
 
 _unchecked: dict[Path, tuple[SetAsideUnchecked, Callable[[], list[Path]]]] = {}
-"""Workspaces where what a command made could not be set aside, with the walk to try again (with what was known
-when that command started: a repository it made at a protected path missing then is still its)."""
+"""Workspaces where what a command made could not be set aside -> the walk to try again (with what it knew then)."""
 
 
 _placeholder_lock = threading.Lock()

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +26,13 @@ from deep_agent.tools.protected import GIT
 from deep_agent.tools.sandbox import (
     ON_THE_WAY,
     SET_ASIDE,
+    Confinement,
     Sandbox,
     SandboxUnavailable,
     SetAsideUnchecked,
-    confine_definitions,
 )
 from deep_agent.tools.workspace import Workspace, check_text
+from subagents.definitions.on_host import confine
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -49,7 +49,7 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
     """``Bash``, bound to ``ws``; inside ``sandbox`` when one is given (and this process's hooks and MCP servers
     with it, from now on: nothing a folder defines runs with more power), running only what ``rules`` allow."""
     if sandbox is not None:
-        confine_definitions(sandbox, ws.root, ws.protected)
+        confine(Confinement(sandbox, ws.root, ws.protected))
 
     def bash(command: str, timeout: int | None = None) -> str:
         check_text(command, "command")
@@ -99,10 +99,17 @@ def _answer(ws: Workspace, process: subprocess.Popen[bytes], limit_s: float) -> 
     """Wait for the command, then end what it left in its group; its output and notes."""
     # Only what the result can show is kept (UTF-8: at most 4 bytes a character); the rest is dropped.
     output = _BoundedOutput(process, 4 * ws.max_output_chars + 4)
-    with _running(process):
+    with _running_lock:
+        _RUNNING.add(process.pid)
+    try:
         exited = _exited(process, limit_s)
-        # The group's leader is not reaped yet, so its id is still this command's group.
-        _kill_group(process)
+        try:  # the group's leader is not reaped yet, so its id is still this command's group
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            process.kill()
+    finally:
+        with _running_lock:
+            _RUNNING.discard(process.pid)
     process.wait()
     output.thread.join(timeout=1.0)  # a process that left the group (setsid, unconfined) may keep the pipe
     if not exited:
@@ -163,17 +170,6 @@ _RUNNING: set[int] = set()  # process groups of the commands running now (their 
 _running_lock = threading.RLock()  # also taken by a signal handler, which may interrupt its holder
 
 
-@contextlib.contextmanager
-def _running(process: subprocess.Popen[bytes]) -> Iterator[None]:
-    with _running_lock:
-        _RUNNING.add(process.pid)
-    try:
-        yield
-    finally:
-        with _running_lock:
-            _RUNNING.discard(process.pid)
-
-
 def kill_running_commands() -> None:
     """Kill every command ``Bash`` is running now, as its timeout would (for a process told to end); never raises."""
     with _running_lock:
@@ -181,10 +177,3 @@ def kill_running_commands() -> None:
     for group in groups:
         with contextlib.suppress(OSError):
             os.killpg(group, signal.SIGKILL)
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        process.kill()

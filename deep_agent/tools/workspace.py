@@ -65,10 +65,8 @@ def open_regular(path: Path, mode: str = "rb", *, within: Workspace | None = Non
     flags = (os.O_WRONLY | os.O_CREAT) if writing else os.O_RDONLY
     flags |= os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        if within is None and not writing:
+        if within is None:  # reading: a write without one was refused above
             fd = _open_at(str(path), flags, None, path, open_if_regular)
-        elif within is None:
-            fd = os.open(path, flags | os.O_TRUNC, 0o666)
         else:
             fd = _open_beneath(within, path, flags | os.O_NOFOLLOW, make_parents=writing)
     except OSError as exc:
@@ -82,7 +80,7 @@ def open_regular(path: Path, mode: str = "rb", *, within: Workspace | None = Non
         if within is not None and info.st_nlink > 1:
             raise HardLinked(errno.EPERM, f"has {info.st_nlink} hard links, and one may be outside the workspace "
                              "(the file tools refuse a file with more than one name)", str(path))
-        if writing and within is not None:
+        if writing:
             os.ftruncate(fd, 0)
         os.set_blocking(fd, True)
         return open(fd, mode, **text)
@@ -136,6 +134,14 @@ def _open_at(name: str, flags: int, folder: int | None, path: Path, opener: Call
         if exc.strerror == NOT_REGULAR:
             raise NotRegularFile(errno.EINVAL, NOT_REGULAR, str(path)) from None
         raise OSError(exc.errno, exc.strerror, str(path)) from None
+
+
+def is_folder(entry: os.DirEntry[str], *, follow_symlinks: bool = True) -> bool:
+    """``entry.is_dir()`` (a stat, never an open), ``False`` where that fails."""
+    try:
+        return entry.is_dir(follow_symlinks=follow_symlinks)
+    except OSError:
+        return False
 
 
 def lmode(name: str, folder: int | None) -> int:
