@@ -1,15 +1,12 @@
 """Starting bubblewrap: its seccomp filter, and pasta's network joined once it runs; and a launcher around it.
 
-A hook's command or an MCP server, started by whatever runs an argv, goes
-through this file run as a program, with the command's stdio and status::
+A hook's command or an MCP server goes through this file run as a program, with the command's stdio and status::
 
     python -I confined.py RECORD [--pasta PASTA] ARGV-FILE SHA256
 
-``ARGV-FILE`` holds bubblewrap's argv (:func:`argv_file`): a deep tree's binds are more than a command line
-holds. A start that never ran its command ends by the signal :data:`DID_NOT_START`.
-
-Only the standard library, run by its path (``-I``): no package of the
-workspace is imported on the way.
+``ARGV-FILE`` holds bubblewrap's argv (:func:`argv_file`: a deep tree's binds are more than a command line holds).
+A start that never ran its command ends by :data:`DID_NOT_START`. Only the standard library, run by its path
+(``-I``): no package of the workspace is imported on the way.
 """
 
 from __future__ import annotations
@@ -129,10 +126,18 @@ def _sources_opened(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...
     A bind by path is followed when bubblewrap mounts it: a folder on the way to a protected path swapped for a
     symlink to the home had the home bound writable. :class:`SpawnFailed` where a source is a symlink or missing,
     or bubblewrap cannot take them all (:data:`MAX_ARGS`): unbound, a protected path would be the command's."""
+    binds = sum(w in BIND_FD for w in argv)
     if len(argv) + 1 > MAX_ARGS:  # its own, and "--args FD" for them
         raise SpawnFailed(f"the workspace has more protected paths and folders on their way than bubblewrap can "
-                          f"bind ({sum(w in BIND_FD for w in argv)} binds; it takes {MAX_ARGS} arguments)", "bwrap")
-    _room_for(sum(w in BIND_FD for w in argv))
+                          f"bind ({binds} binds; it takes {MAX_ARGS} arguments)", "bwrap")
+    # A descriptor a bind, held until bubblewrap runs (a normal user's ``ulimit -n`` is 1,024): the soft limit
+    # raised up to the hard one (past it, _opened fails, naming why).
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = len(os.listdir("/proc/self/fd")) + binds + 64
+    if soft != resource.RLIM_INFINITY and needed > soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY else min(hard, needed),
+                                                        hard))
     end = argv.index("--") if "--" in argv else len(argv)
     words: list[str] = []
     sources: list[int] = []
@@ -152,17 +157,6 @@ def _sources_opened(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...
     finally:
         for fd in sources:
             os.close(fd)
-
-
-def _room_for(count: int) -> None:
-    """Room for ``count`` more descriptors, up to the hard limit (past it, :func:`_opened` fails, naming why):
-    each bind's source is one, held until bubblewrap runs, and as a normal user ``ulimit -n`` is 1,024."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = len(os.listdir("/proc/self/fd")) + count + 64
-    if soft != resource.RLIM_INFINITY and needed > soft:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY else min(hard, needed),
-                                                        hard))
 
 
 def _opened(path: str, opened: dict[str, int]) -> int:
@@ -195,10 +189,8 @@ STARTED = f"printf x >&{STARTED_FD} 2>/dev/null; exec {STARTED_FD}>&-; "
 
 
 def end_recorded(record: str) -> None:
-    """End the sandbox and pasta :func:`spawned` wrote to ``record``, each if still the one started.
-
-    A launcher killed outright could not: bubblewrap reads the end of ``--block-fd`` as leave to go on,
-    and pasta outlives the namespace it served."""
+    """End the sandbox and pasta :func:`spawned` wrote to ``record``, each if still the one started: a launcher
+    killed outright could not (bubblewrap reads the end of ``--block-fd`` as leave to go on; pasta outlives it)."""
     for name, program, how in ((SANDBOX_PID, b"bwrap", signal.SIGKILL), (PASTA_PID, b"pasta", signal.SIGTERM)):
         with contextlib.suppress(OSError, ValueError):
             pid = int(Path(record, name).read_text())
@@ -223,13 +215,21 @@ def _connect(pasta: str, pid: int, record: str | None) -> int:
     # --runas keeps our uid (as root pasta would switch to nobody, who cannot join). It joins the user
     # namespace owning the network one, not the child's: --disable-userns moves the child into a nested one.
     try:
-        with _owner_of_network(pid) as owner, tempfile.TemporaryDirectory() as folder:
-            pid_file = os.path.join(record or folder, PASTA_PID)
-            done = subprocess.run([pasta, *PASTA_ARGS, "--runas", str(os.getuid()), "--pid", pid_file,
-                                   "--userns", f"/proc/self/fd/{owner}", str(pid)], pass_fds=(owner,),
-                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
-            if done.returncode == 0:
-                return os.pidfd_open(int(Path(pid_file).read_text()))
+        net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            owner = fcntl.ioctl(net, NS_GET_USERNS)  # the user namespace owning it
+        finally:
+            os.close(net)
+        try:
+            with tempfile.TemporaryDirectory() as folder:
+                pid_file = os.path.join(record or folder, PASTA_PID)
+                done = subprocess.run([pasta, *PASTA_ARGS, "--runas", str(os.getuid()), "--pid", pid_file,
+                                       "--userns", f"/proc/self/fd/{owner}", str(pid)], pass_fds=(owner,),
+                                      stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+                if done.returncode == 0:
+                    return os.pidfd_open(int(Path(pid_file).read_text()))
+        finally:
+            os.close(owner)
     except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
         raise SpawnFailed(f"pasta could not give Bash its network: {exc}", "pasta") from None
     said = done.stderr.decode("utf-8", "replace").strip()[-300:]
@@ -237,20 +237,6 @@ def _connect(pasta: str, pid: int, record: str | None) -> int:
 
 
 NS_GET_USERNS = 0xB701  # nsfs ioctl: a descriptor of the user namespace owning a namespace
-
-
-@contextlib.contextmanager
-def _owner_of_network(pid: int) -> Iterator[int]:
-    """A descriptor of the user namespace owning process ``pid``'s network namespace."""
-    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        owner = fcntl.ioctl(net, NS_GET_USERNS)
-    finally:
-        os.close(net)
-    try:
-        yield owner
-    finally:
-        os.close(owner)
 
 
 _CALLS = {"x86_64": (0xC000003E, (248, 249, 250), 41), "aarch64": (0xC00000B7, (217, 218, 219), 198)}

@@ -111,11 +111,8 @@ class Sandbox:
     def argv(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
              *, sync_fds: tuple[int, int | None] | None = None, seccomp_fd: int | None = None,
              cwd: Path | None = None, reveal: Iterable[Path] = ()) -> list[str]:
-        """The command line that runs ``command`` with ``bash -c`` inside the sandbox, in ``workspace``.
-
-        ``protected``: read-only inside (default: :meth:`Protected.of` the workspace). ``reveal``: paths
-        outside the workspace shown read-only (a user-level hook's script in the hidden home folder).
-        """
+        """The command line that runs ``command`` with ``bash -c`` inside the sandbox, in ``workspace``; ``protected``
+        read-only (default: :meth:`Protected.of` it), and ``reveal`` outside it (a user hook's script in a home)."""
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
         # Never the host's network: with `network`, running() gives the command's own namespace pasta's.

@@ -1,11 +1,10 @@
 """``Glob`` and ``Grep``: finding files and text in the workspace, with Claude Code's argument names.
 
-Nothing outside the workspace is listed or read, symlinked folders are not followed, and no pipe, socket
-or device is ever opened (folders through :func:`walk`, files through ``open_regular``). Both are bounded
-in time: ``Grep`` searches with the ``regex`` package's timeout (``(a|aa)+$`` backtracks without end) and
-refuses a pattern whose counted repeats would compile to more than :data:`MAX_PATTERN_SIZE` parts
-(compiling has no timeout); ``Glob`` never enters skipped folders and stops after :data:`MAX_GLOB_SCANNED`
-matches or :data:`GLOB_SECONDS`.
+Nothing outside the workspace is listed or read, symlinked folders are not followed, and no pipe, socket or
+device is opened (folders through :func:`walk`, files through ``open_regular``). ``Grep`` searches with the
+``regex`` package's timeout (``(a|aa)+$`` backtracks without end) and refuses a pattern compiling to more than
+:data:`MAX_PATTERN_SIZE` parts (compiling has no timeout); ``Glob`` stops after :data:`MAX_GLOB_SCANNED` matches
+or :data:`GLOB_SECONDS`.
 """
 
 from __future__ import annotations

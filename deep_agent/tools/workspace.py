@@ -118,9 +118,8 @@ def _open_beneath(ws: Workspace, path: Path, flags: int, *, make_parents: bool =
             folder = inner
         if not names:  # the workspace's folder itself
             return os.dup(folder)
-        if not flags & (os.O_WRONLY | os.O_RDWR | os.O_DIRECTORY):  # a file to read: looked at before it is opened
-            return _open_at(names[-1], flags, folder, path, open_if_regular)
-        return _open_at(names[-1], flags, folder, path)
+        reading = not flags & (os.O_WRONLY | os.O_RDWR | os.O_DIRECTORY)  # a file: looked at before it is opened
+        return _open_at(names[-1], flags, folder, path, open_if_regular if reading else None)
     finally:
         os.close(folder)
 
