@@ -66,8 +66,7 @@ class SandboxUnavailable(SubagentsError, RuntimeError):
 
 
 class SetAsideUnchecked(SubagentsError, RuntimeError):
-    """What a sandboxed command made at protected paths could not be checked for (:attr:`cause`): some may be left
-    in place, where the host would run them."""
+    """What a sandboxed command made at protected paths could not be checked (:attr:`cause`); the host may run it."""
 
     def __init__(self, cause: BaseException) -> None:
         super().__init__(f"what this command made at protected paths could not be checked "

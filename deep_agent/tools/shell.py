@@ -98,7 +98,18 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
 def _answer(ws: Workspace, process: subprocess.Popen[bytes], limit_s: float) -> str:
     """Wait for the command, then end what it left in its group; its output and notes."""
     # Only what the result can show is kept (UTF-8: at most 4 bytes a character); the rest is dropped.
-    output = _BoundedOutput(process, 4 * ws.max_output_chars + 4)
+    limit, kept, dropped = 4 * ws.max_output_chars + 4, bytearray(), [0]
+
+    def read() -> None:  # on a thread, to the end of the output
+        assert process.stdout is not None
+        with process.stdout as stream:
+            while chunk := os.read(stream.fileno(), 65536):
+                room = max(0, limit - len(kept))
+                kept.extend(chunk[:room])
+                dropped[0] += max(0, len(chunk) - room)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     with _running_lock:
         _RUNNING.add(process.pid)
     try:
@@ -111,38 +122,14 @@ def _answer(ws: Workspace, process: subprocess.Popen[bytes], limit_s: float) -> 
         with _running_lock:
             _RUNNING.discard(process.pid)
     process.wait()
-    output.thread.join(timeout=1.0)  # a process that left the group (setsid, unconfined) may keep the pipe
-    if not exited:
-        return output.result(ws, f"[command killed after {limit_s:g}s timeout]")
-    return output.result(ws, f"[exit code {process.returncode}]" if process.returncode else "")
-
-
-class _BoundedOutput:
-    """Reads a process's stdout on a thread to its end, keeping the first ``limit`` bytes."""
-
-    def __init__(self, process: subprocess.Popen[bytes], limit: int) -> None:
-        self._stream = process.stdout
-        self._limit = limit
-        self._kept = bytearray()
-        self._dropped = 0
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        assert self._stream is not None
-        with self._stream:
-            while chunk := os.read(self._stream.fileno(), 65536):
-                room = max(0, self._limit - len(self._kept))
-                self._kept += chunk[:room]
-                self._dropped += max(0, len(chunk) - room)
-
-    def result(self, ws: Workspace, note: str) -> str:
-        """The output cut to the workspace's bound, then the notes (never cut off)."""
-        text = ws.bound(bytes(self._kept).decode("utf-8", "replace"))
-        if self._dropped:
-            text += f"\n... [{self._dropped} more bytes of output not kept]"
-        text = f"{text}\n{note}".strip("\n") if note else text
-        return text or "(no output)"
+    reader.join(timeout=1.0)  # a process that left the group (setsid, unconfined) may keep the pipe
+    note = (f"[command killed after {limit_s:g}s timeout]" if not exited
+            else f"[exit code {process.returncode}]" if process.returncode else "")
+    text = ws.bound(bytes(kept).decode("utf-8", "replace"))  # cut to the bound, then the notes (never cut off)
+    if dropped[0]:
+        text += f"\n... [{dropped[0]} more bytes of output not kept]"
+    text = f"{text}\n{note}".strip("\n") if note else text
+    return text or "(no output)"
 
 
 def _exited(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
