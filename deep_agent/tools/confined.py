@@ -1,15 +1,12 @@
 """Starting bubblewrap: its seccomp filter, and pasta's network joined once it runs; and a launcher around it.
 
-A hook's command or an MCP server, started by whatever runs an argv, goes
-through this file run as a program, with the command's stdio and status::
+A hook's command or an MCP server goes through this file run as a program, with the command's stdio and status::
 
     python -I confined.py RECORD [--pasta PASTA] ARGV-FILE SHA256
 
-``ARGV-FILE`` holds bubblewrap's argv (:func:`argv_file`): a deep tree's binds are more than a command line
-holds. A start that never ran its command ends by the signal :data:`DID_NOT_START`.
-
-Only the standard library, run by its path (``-I``): no package of the
-workspace is imported on the way.
+``ARGV-FILE`` holds bubblewrap's argv (:func:`argv_file`: a deep tree's binds are more than a command line holds).
+A start that never ran its command ends by :data:`DID_NOT_START`. Only the standard library, run by its path
+(``-I``): no package of the workspace is imported on the way.
 """
 
 from __future__ import annotations
@@ -53,9 +50,8 @@ class SpawnFailed(SubagentsError, RuntimeError):
 def fd_options(sync_fds: tuple[int, int | None] | None, seccomp_fd: int | None) -> list[str]:
     """bubblewrap's ``--info-fd`` (its child's pid), ``--block-fd`` (the command waits for network), ``--seccomp``."""
     info, block = sync_fds or (None, None)
-    return ([*(["--info-fd", str(info)] if info is not None else []),
-             *(["--block-fd", str(block)] if block is not None else [])]
-            + (["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []))
+    return [word for flag, fd in (("--info-fd", info), ("--block-fd", block), ("--seccomp", seccomp_fd))
+            if fd is not None for word in (flag, str(fd))]
 
 
 Build = Callable[[tuple[int, int | None] | None, int | None], list[str]]  # (sync_fds, seccomp_fd) -> argv
@@ -64,10 +60,8 @@ Build = Callable[[tuple[int, int | None] | None, int | None], list[str]]  # (syn
 @contextlib.contextmanager
 def spawned(build: Build, pasta: str | None, record: str | None = None, keep: tuple[int, ...] = (),
             **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
-    """bubblewrap started from ``build``; with ``pasta``, its network given before the command starts.
-
-    ``record``: a folder for the sandbox's and pasta's pids (:func:`end_recorded`); ``keep``: descriptors the
-    command inherits."""
+    """bubblewrap started from ``build``; with ``pasta``, its network given before the command starts. ``record``:
+    a folder for the sandbox's and pasta's pids (:func:`end_recorded`); ``keep``: descriptors the command inherits."""
     with contextlib.nullcontext() if (program := seccomp_filter()) is None else _readable(program) as seccomp:
         fds = (*keep, *(() if seccomp is None else (seccomp,)))
         if pasta is None and record is None:
@@ -126,18 +120,24 @@ MAX_ARGS = 9000
 
 @contextlib.contextmanager
 def _sources_opened(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
-    """``argv`` as bubblewrap, ``--args`` and a descriptor holding its options (no argument list limits them),
-    each bind's source (resolved, as the sandbox names them) a descriptor opened one name at a time from
-    ``/`` or from a source opened before, never through a symlink; the descriptors, open while the context is held.
+    """``argv`` as bubblewrap, ``--args`` and a descriptor holding its options (no argument list limits them), each
+    bind's source a descriptor opened one name at a time (:func:`_opened`); the descriptors, open while held.
 
-    A bind by path is followed when bubblewrap mounts it: a command running beside that swapped a folder on
-    the way to a protected path for a symlink to the home folder had the home bound writable in the next
-    command. :class:`SpawnFailed` where a source is a symlink or missing, and where bubblewrap could not take
-    them all (:data:`MAX_ARGS`, a descriptor each): unbound, a protected path would be the command's."""
+    A bind by path is followed when bubblewrap mounts it: a folder on the way to a protected path swapped for a
+    symlink to the home had the home bound writable. :class:`SpawnFailed` where a source is a symlink or missing,
+    or bubblewrap cannot take them all (:data:`MAX_ARGS`): unbound, a protected path would be the command's."""
+    binds = sum(w in BIND_FD for w in argv)
     if len(argv) + 1 > MAX_ARGS:  # its own, and "--args FD" for them
         raise SpawnFailed(f"the workspace has more protected paths and folders on their way than bubblewrap can "
-                          f"bind ({sum(w in BIND_FD for w in argv)} binds; it takes {MAX_ARGS} arguments)", "bwrap")
-    _room_for(sum(w in BIND_FD for w in argv))
+                          f"bind ({binds} binds; it takes {MAX_ARGS} arguments)", "bwrap")
+    # A descriptor a bind, held until bubblewrap runs (a normal user's ``ulimit -n`` is 1,024): the soft limit
+    # raised up to the hard one (past it, _opened fails, naming why).
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = len(os.listdir("/proc/self/fd")) + binds + 64
+    if soft != resource.RLIM_INFINITY and needed > soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY else min(hard, needed),
+                                                        hard))
     end = argv.index("--") if "--" in argv else len(argv)
     words: list[str] = []
     sources: list[int] = []
@@ -157,17 +157,6 @@ def _sources_opened(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...
     finally:
         for fd in sources:
             os.close(fd)
-
-
-def _room_for(count: int) -> None:
-    """Room for ``count`` more descriptors, up to the hard limit (past it, :func:`_opened` fails, naming why):
-    each bind's source is one, held until bubblewrap runs, and as a normal user ``ulimit -n`` is 1,024."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = len(os.listdir("/proc/self/fd")) + count + 64
-    if soft != resource.RLIM_INFINITY and needed > soft:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (needed if hard == resource.RLIM_INFINITY else min(hard, needed),
-                                                        hard))
 
 
 def _opened(path: str, opened: dict[str, int]) -> int:
@@ -200,10 +189,8 @@ STARTED = f"printf x >&{STARTED_FD} 2>/dev/null; exec {STARTED_FD}>&-; "
 
 
 def end_recorded(record: str) -> None:
-    """End the sandbox and pasta :func:`spawned` wrote to ``record``, each if still the one started.
-
-    A launcher killed outright could not: bubblewrap reads the end of ``--block-fd`` as leave to go on,
-    and pasta outlives the namespace it served."""
+    """End the sandbox and pasta :func:`spawned` wrote to ``record``, each if still the one started: a launcher
+    killed outright could not (bubblewrap reads the end of ``--block-fd`` as leave to go on; pasta outlives it)."""
     for name, program, how in ((SANDBOX_PID, b"bwrap", signal.SIGKILL), (PASTA_PID, b"pasta", signal.SIGTERM)):
         with contextlib.suppress(OSError, ValueError):
             pid = int(Path(record, name).read_text())
@@ -228,13 +215,21 @@ def _connect(pasta: str, pid: int, record: str | None) -> int:
     # --runas keeps our uid (as root pasta would switch to nobody, who cannot join). It joins the user
     # namespace owning the network one, not the child's: --disable-userns moves the child into a nested one.
     try:
-        with _owner_of_network(pid) as owner, tempfile.TemporaryDirectory() as folder:
-            pid_file = os.path.join(record or folder, PASTA_PID)
-            done = subprocess.run([pasta, *PASTA_ARGS, "--runas", str(os.getuid()), "--pid", pid_file,
-                                   "--userns", f"/proc/self/fd/{owner}", str(pid)], pass_fds=(owner,),
-                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
-            if done.returncode == 0:
-                return os.pidfd_open(int(Path(pid_file).read_text()))
+        net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            owner = fcntl.ioctl(net, NS_GET_USERNS)  # the user namespace owning it
+        finally:
+            os.close(net)
+        try:
+            with tempfile.TemporaryDirectory() as folder:
+                pid_file = os.path.join(record or folder, PASTA_PID)
+                done = subprocess.run([pasta, *PASTA_ARGS, "--runas", str(os.getuid()), "--pid", pid_file,
+                                       "--userns", f"/proc/self/fd/{owner}", str(pid)], pass_fds=(owner,),
+                                      stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+                if done.returncode == 0:
+                    return os.pidfd_open(int(Path(pid_file).read_text()))
+        finally:
+            os.close(owner)
     except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
         raise SpawnFailed(f"pasta could not give Bash its network: {exc}", "pasta") from None
     said = done.stderr.decode("utf-8", "replace").strip()[-300:]
@@ -244,21 +239,6 @@ def _connect(pasta: str, pid: int, record: str | None) -> int:
 NS_GET_USERNS = 0xB701  # nsfs ioctl: a descriptor of the user namespace owning a namespace
 
 
-@contextlib.contextmanager
-def _owner_of_network(pid: int) -> Iterator[int]:
-    """A descriptor of the user namespace owning process ``pid``'s network namespace."""
-    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        owner = fcntl.ioctl(net, NS_GET_USERNS)
-    finally:
-        os.close(net)
-    try:
-        yield owner
-    finally:
-        os.close(owner)
-
-
-# Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket.
 _CALLS = {"x86_64": (0xC000003E, (248, 249, 250), 41), "aarch64": (0xC00000B7, (217, 218, 219), 198)}
 """Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket."""
 IO_URING = (425, 426, 427)
@@ -277,23 +257,13 @@ def seccomp_filter(machine: str | None = None) -> bytes | None:
     """The seccomp program bubblewrap installs: the kernel keyring calls, io_uring, a socket of any family but
     :data:`SOCKET_FAMILIES`, and a set-user-ID or set-group-ID mode (:data:`MODE_CALLS`) fail with ``EPERM``.
 
-    The keyring is not a namespace bubblewrap unshares: without this, a
-    command reads the keys of the session that started the program (as
-    Docker's default profile, which refuses the same calls). A unix socket
-    bound to a path reaches whoever listens there, whatever namespace or
-    read-only mount is between (a database or container daemon in
-    ``/var/lib``, one bound by a relative name or since moved); a vsock one
-    the host's vsock ports (no namespace holds them): so ``socket()`` is
-    allowed only for the internet families and netlink (glibc's
-    ``getaddrinfo`` asks the network namespace's interfaces through it).
-    io_uring makes sockets (``IORING_OP_SOCKET``) and more without a
-    ``socket()`` call seccomp could see: it is refused whole (as Docker's
-    default profile does). ``socketpair`` still works (it reaches no one
-    else: a program's pipes between its own processes). A call made
-    through another architecture's interface (x86's 32-bit ``int 0x80`` on
-    x86_64, whose calls have other numbers) is refused whatever it is: the
-    sandbox runs the machine's own programs. ``None`` on a machine not
-    listed (no filter: the keyring and every socket family stay reachable there).
+    The keyring is no namespace bubblewrap unshares: a command read the keys of the session that started the
+    program (Docker's default profile refuses the same calls). A unix socket bound to a path reaches whoever
+    listens there, whatever namespace or read-only mount is between, a vsock one the host's ports: so ``socket()``
+    is allowed for the internet families and netlink only (``getaddrinfo`` asks the interfaces through it);
+    ``socketpair`` reaches no one else. io_uring makes sockets without a ``socket()`` seccomp could see: refused
+    whole. A call through another architecture's interface (``int 0x80`` on x86_64) is refused whatever it is.
+    ``None`` on a machine not listed (no filter there).
     """
     calls = _CALLS.get(machine or os.uname().machine)
     if calls is None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from deep_agent.tools.workspace import Workspace, check_text, open_folder, open_regular, os_error, sendable
+from deep_agent.tools.workspace import Workspace, check_text, is_folder, open_folder, open_regular, os_error, sendable
 from subagents.transcripts import NOT_REGULAR
 
 DEFAULT_READ_LINES = 2000
@@ -97,7 +97,12 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
         folder = ws.path(path, field="path")
         if not folder.is_dir():
             raise ToolException(f"path {path!r} is not a directory")
-        entries = _entries(ws, folder)
+        fd = open_folder(ws, folder)  # reached without symlinks
+        try:
+            with os.scandir(fd) as found:
+                entries = sorted((entry.name, is_folder(entry)) for entry in found)
+        finally:
+            os.close(fd)
         shown = [f"{name}/" if is_dir else name for name, is_dir in entries[:MAX_LS_ENTRIES]]
         if len(entries) > MAX_LS_ENTRIES:
             shown.append(f"... [{len(entries) - MAX_LS_ENTRIES} more entries]")
@@ -160,7 +165,8 @@ def _read_lines(ws: Workspace, path: Path, raw: str, start: int, count: int) -> 
                     if scanned > MAX_READ_SCAN:
                         break
             if total >= start:
-                chosen.append(_cut_line(line.rstrip("\r\n")))
+                line = line.rstrip("\r\n")
+                chosen.append(line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " [line truncated]")
             total += 1
             if scanned > MAX_READ_SCAN:
                 return chosen, total, True
@@ -186,25 +192,3 @@ def _reading(raw: str) -> Iterator[None]:
         raise ToolException(f"file_path {raw!r} is not UTF-8 text") from None
     except OSError as exc:
         raise ToolException(f"file_path {raw!r}: cannot be read ({exc.strerror or exc})") from None
-
-
-def _entries(ws: Workspace, folder: Path) -> list[tuple[str, bool]]:
-    """The folder's entries (name, whether a folder), sorted, read from the folder reached without symlinks."""
-    fd = open_folder(ws, folder)
-    try:
-        with os.scandir(fd) as found:
-            entries = [(entry.name, _is_dir(entry)) for entry in found]
-    finally:
-        os.close(fd)
-    return sorted(entries)
-
-
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
-
-
-def _cut_line(line: str) -> str:
-    return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " [line truncated]"

@@ -1,48 +1,22 @@
-"""Where ``Bash`` runs: confined by bubblewrap on Linux, the workspace writable and the rest not.
+"""Where ``Bash`` runs: confined by bubblewrap on Linux, the workspace writable and the rest not (docs/cli.md).
 
 One profile, whatever the uid (root included). From inside one command:
 
-* no capabilities (``--cap-drop ALL``): root inside cannot mount, unmount or
-  remount anything; nor get them back in a user namespace of its own
-  (``--unshare-user --disable-userns``: it can make none);
-* its own namespaces for everything (``--unshare-all``): its own process
-  IDs and a fresh ``/proc`` showing only its own processes (no other
-  process's environment or root folder), its own IPC, host name and
-  network; a new session (``--new-session``: it cannot type into the
-  user's terminal); when the command ends, every process it started ends
-  with it, ``setsid`` or not, and all of them end if the program dies
-  (``--die-with-parent``);
-* the whole filesystem read-only; the home folders, ``/tmp``, ``/var/tmp``,
-  ``/run`` and the folder the workspace sits in are empty (so ``~/.ssh``,
-  key-agent sockets and a secret beside the workspace cannot be read),
-  except the workspace itself, which is writable;
-* inside the workspace, the run's
-  :class:`~deep_agent.tools.protected.Protected` set read-only (git
-  directories whole, agent files, the interpreter): a missing
-  one is an empty read-only folder while the command runs (a file, where a
-  git config names it), so it cannot be created either (the placeholder is
-  removed afterwards; one that cannot be made is no command run; a file
-  standing where a folder on its way would be is read-only); every folder
-  between the workspace and a protected path is a mount point of its own,
-  so it cannot be renamed and replaced; a git repository the command makes
-  (any shape git takes for one) is set aside when it ends
-  (:func:`set_aside_new_repositories`), and so is what it put in place of a
-  symlink leading to a protected path (:attr:`Protected.links`: ``scripts ->
-  tools/scripts``), the link put back, and a symlink it put on the way to one;
-* an empty environment but for an allowlist (:data:`ALLOWED_ENV`, the
-  locale's ``LC_*`` names, and the names the caller passes): no keys, tokens or URLs with passwords,
-  whatever their names; ``HOME`` is the (empty) home folder;
-* no kernel keyring, no io_uring, and no socket but internet and netlink ones
-  (:func:`~deep_agent.tools.confined.seccomp_filter`): the keys of the
-  session that started the program are not the command's, and no host
-  service listening on a socket file or a vsock port is reachable, wherever it is;
-* no network; with ``network=True``, outbound network through ``pasta``
-  (Debian's ``passt``) in its own network namespace: the host's loopback
-  services and abstract unix sockets stay unreachable.
+* no capabilities (``--cap-drop ALL``), nor a user namespace to get them back in (``--disable-userns``);
+* its own namespaces for everything (``--unshare-all``: its own ``/proc``, IPC, host name and network), a new
+  session (it cannot type into the user's terminal); every process it started ends with it, ``setsid`` or not;
+* the filesystem read-only; homes, ``/tmp``, ``/var/tmp``, ``/run`` and the workspace's parent empty (``~/.ssh``,
+  key-agent sockets, a secret beside the workspace); the workspace writable but for the run's
+  :class:`~deep_agent.tools.protected.Protected` set: a missing one is an empty read-only placeholder while the
+  command runs, every folder on the way to one a mount point (it cannot be renamed and replaced), and a git
+  repository it makes, or what it put in place of (or on the way to) a symlink to a protected path, is set aside
+  when it ends (:func:`set_aside_new_repositories`);
+* an empty environment but for :data:`ALLOWED_ENV` and the names the caller passes; ``HOME`` the empty home;
+* no kernel keyring, io_uring, or socket but internet and netlink ones
+  (:func:`~deep_agent.tools.confined.seccomp_filter`);
+* no network; with ``network=True``, outbound only through ``pasta`` (Debian's ``passt``) in its own namespace.
 
-Hooks and stdio MCP servers of a process with a sandboxed ``Bash`` run in the
-same profile (:class:`Confinement`). Without ``bwrap`` the command line offers
-no ``Bash`` unless ``--unsafe-bash`` is given.
+Hooks and stdio MCP servers of a process with a sandboxed ``Bash`` run in the same profile (:class:`Confinement`).
 
 Example::
 
@@ -74,8 +48,8 @@ from typing import Any
 from deep_agent.tools.confined import STARTED, SpawnFailed, argv_file, end_recorded, fd_options, spawned
 from deep_agent.tools.host_code import WORD_PARTS, shell_words
 from deep_agent.tools.protected import CONFIG, VCS_DIRS, Protected, is_git_dir
-from deep_agent.tools.workspace import homes
-from subagents.definitions.on_host import absolute_path, confine
+from deep_agent.tools.workspace import homes, is_folder, lmode
+from subagents.definitions.on_host import absolute_path
 from subagents.errors import SubagentsError
 
 ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "LC_MONETARY",
@@ -92,8 +66,7 @@ class SandboxUnavailable(SubagentsError, RuntimeError):
 
 
 class SetAsideUnchecked(SubagentsError, RuntimeError):
-    """What a sandboxed command made at protected paths could not be checked for (:attr:`cause`): some may be left
-    in place, where the host would run them."""
+    """What a sandboxed command made at protected paths could not be checked (:attr:`cause`); the host may run it."""
 
     def __init__(self, cause: BaseException) -> None:
         super().__init__(f"what this command made at protected paths could not be checked "
@@ -122,12 +95,9 @@ class Sandbox:
 
     @classmethod
     def find(cls, *, network: bool = False, pass_env: tuple[str, ...] = ()) -> Sandbox | None:
-        """The sandbox of this machine: ``None`` where ``bwrap`` is not installed (or not Linux).
-
-        Looked up in the absolute ``PATH`` entries only: a relative one (``bin``) names a folder of wherever the
-        program runs, and a workspace's ``bin/bwrap`` would run every command unconfined.
-        Raises :class:`SandboxUnavailable` when ``network`` is asked for and ``pasta`` is missing.
-        """
+        """The sandbox of this machine: ``None`` where ``bwrap`` is not installed (or not Linux); with ``network``
+        and no ``pasta``, :class:`SandboxUnavailable`. Only absolute ``PATH`` entries: a workspace's ``bin/bwrap``
+        would run every command unconfined."""
         found = shutil.which("bwrap", path=absolute_path())
         if not found or not sys.platform.startswith("linux"):
             return None
@@ -140,11 +110,8 @@ class Sandbox:
     def argv(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
              *, sync_fds: tuple[int, int | None] | None = None, seccomp_fd: int | None = None,
              cwd: Path | None = None, reveal: Iterable[Path] = ()) -> list[str]:
-        """The command line that runs ``command`` with ``bash -c`` inside the sandbox, in ``workspace``.
-
-        ``protected``: read-only inside (default: :meth:`Protected.of` the workspace). ``reveal``: paths
-        outside the workspace shown read-only (a user-level hook's script in the hidden home folder).
-        """
+        """The command line that runs ``command`` with ``bash -c`` inside the sandbox, in ``workspace``; ``protected``
+        read-only (default: :meth:`Protected.of` it), and ``reveal`` outside it (a user hook's script in a home)."""
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
         # Never the host's network: with `network`, running() gives the command's own namespace pasta's.
@@ -179,11 +146,8 @@ class Sandbox:
     @contextlib.contextmanager
     def holding(self, workspace: str | os.PathLike[str], protected: Protected | None = None,
                 set_aside: list[Path] | None = None) -> Iterator[Protected]:
-        """The workspace made ready for sandboxed commands while the context is held; its protected set.
-
-        Meanwhile missing protected paths have placeholders; afterwards new git repositories are set aside
-        (appended to ``set_aside``), or :class:`SetAsideUnchecked`.
-        """
+        """The workspace made ready for sandboxed commands while held (placeholders); its protected set. Afterwards
+        what they made is set aside (appended to ``set_aside``), or :class:`SetAsideUnchecked`."""
         root = Path(workspace).resolve()
         protected = protected if protected is not None else Protected.of(root)
         try:  # worked out before anything runs: a set that cannot be is no command run, not one left unchecked
@@ -204,8 +168,15 @@ class Sandbox:
             known = {p: why for p, why in protected.paths.items()
                      if p not in _placeholder_users and os.path.lexists(p)}
             before = _links_before(root, protected)
-        with _set_aside_after(root, protected, set_aside, known, before), _placeholders(root, protected):
-            yield protected
+        try:
+            with _placeholders(root, protected):
+                yield protected
+        finally:  # what the command made set aside; where that fails the user is told (a warning: the model's
+            try:  # answer alone may never be read)
+                _walk_or_refuse(root, lambda: set_aside_new_repositories(root, protected, known, before), set_aside)
+            except SetAsideUnchecked as exc:
+                warnings.warn(str(exc), RuntimeWarning, stacklevel=1)
+                raise
 
     @contextlib.contextmanager
     def running(self, workspace: str | os.PathLike[str], command: str, protected: Protected | None = None,
@@ -225,7 +196,7 @@ class Sandbox:
 
 @dataclasses.dataclass(frozen=True)
 class Confinement:
-    """Runs a hook's command or an MCP server as ``Bash``'s commands run (see :func:`confine_definitions`)."""
+    """Runs a hook's command or an MCP server as ``Bash``'s commands run (given to ``on_host.confine``)."""
 
     sandbox: Sandbox
     workspace: Path
@@ -266,17 +237,9 @@ def _python() -> str:
             else shutil.which("python3", path=absolute_path()) or sys.executable)
 
 
-def confine_definitions(sandbox: Sandbox, workspace: Path, protected: Protected) -> None:
-    """From now on, this process's hooks and MCP servers run under ``sandbox`` in ``workspace``."""
-    confine(Confinement(sandbox, workspace.resolve(), protected))
-
-
 def named_outside(argv: list[str], root: Path, hidden: list[str]) -> list[Path]:
-    """The files in ``hidden`` folders the command line names by an absolute path, outside ``root``.
-
-    Only what the trusted definition names itself: a relative word, or one through a symlink, could lead
-    wherever the agent's commands pointed it.
-    """
+    """The files in ``hidden`` folders the command line names by an absolute path, outside ``root``: never by a
+    relative word or through a symlink, which could lead wherever the agent's commands pointed it."""
     found: set[Path] = set()
     for word in (w for arg in argv for w in shell_words(arg)):
         for part in filter(None, WORD_PARTS.split(word)):
@@ -299,15 +262,12 @@ ON_THE_WAY = ("on the way to a protected path, a symlink or file the command put
 
 def set_aside_new_repositories(root: Path, protected: Protected, known: dict[Path, str] | None = None,
                                before: dict[str, str | None] | None = None) -> list[Path]:
-    """Rename every git repository in ``root`` that is not in the run's protected set, every missing path
-    the program would import (:attr:`Protected.watched`) that now exists, and each step on the way to a
-    protected path that is not what it was (:func:`_set_aside_on_the_way`, a symlink put back); the new names.
-    ``known``: the protected paths before the command started; ``before``: :func:`_links_before` then
-    (default: ``protected``'s now).
+    """Rename every git repository in ``root`` not in the protected set, every watched path (:attr:`Protected.watched`)
+    that now exists, and each step on the way to a protected path that is not what it was (a symlink put back); the
+    new names. ``known``, ``before``: the protected paths and :func:`_links_before` when the command started.
 
-    A command can make a repository anywhere (``git init && git config core.fsmonitor ...``) and the
-    user's next ``git status`` would run its config: its ``.git`` (or a bare one's ``HEAD``) gets
-    :data:`SET_ASIDE` appended, so git sees no repository. The walk goes into what was set aside too.
+    The user's next ``git status`` would run a new repository's config (``core.fsmonitor``): its ``.git`` (or a bare
+    one's ``HEAD``) gets :data:`SET_ASIDE` appended. The walk goes into what was set aside too.
     """
     moved = _set_aside_on_the_way(root, protected, _links_before(root, protected) if before is None else before)
     known = {p: why for p, why in protected.paths.items() if os.path.lexists(p)} if known is None else known
@@ -321,7 +281,7 @@ def set_aside_new_repositories(root: Path, protected: Protected, known: dict[Pat
         new = [new for path in found if path not in known for new in _set_aside(fd, path)]
         moved += new
         dirs[:] = [d for d in dirs if d not in VCS_DIRS and here / d not in skipped] + [
-            n.name for n in new if n.parent == here and _is_folder(n.name, fd)]  # walked too
+            n.name for n in new if n.parent == here and stat.S_ISDIR(lmode(n.name, fd))]  # walked too
     return moved
 
 
@@ -338,14 +298,12 @@ def _links_before(root: Path, protected: Protected) -> dict[str, str | None]:
 
 
 def _set_aside_on_the_way(root: Path, protected: Protected, before: dict[str, str | None]) -> list[Path]:
-    """Each step from ``root`` down to each protected path in it looked at by name, never through a symlink, each
-    folder on the way given its owner's read and search bits first: one that is not what it was ``before`` (a
-    symlink where there was a folder or none, another symlink, none where one was; a file where there was a folder
-    or none: a zip on the import path is imported from) renamed aside, a symlink that was there put back; a
-    watched path that now exists renamed aside. The new names.
+    """Each step from ``root`` to each protected path, by name and never through a symlink (folders made readable
+    first): one not what it was ``before`` (a symlink changed or new, or a file where there was none: a zip on the
+    import path is imported from) renamed aside, a symlink that was there put back; a watched path now there too.
 
-    By name, for that is how the host finds them: ``src`` swapped for a symlink to a folder holding
-    ``sitecustomize.py`` ran it at the next python start, a ``.git`` symlink replaced by a folder ran its config."""
+    By name, as the host finds them: ``src`` swapped for a symlink to a folder holding ``sitecustomize.py`` ran it
+    at the next python start, a ``.git`` symlink replaced by a folder ran its config."""
     moved: list[Path] = []
     watched = set(map(str, protected.watched))
     with _placeholder_lock:  # a parallel command's placeholder: read-only to every command, removed by its own
@@ -399,21 +357,15 @@ _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _walk_all(root: Path) -> Iterator[tuple[Path, int, list[str], list[str]]]:
-    """Each folder in ``root``, a descriptor of it (valid until the next step), its folders' and its other
-    entries' names (``dirs`` pruned in place is not walked), with a stack of its own, and into every folder: one
-    a command made unreadable to its owner is made readable first.
+    """Each folder in ``root``, a descriptor of it (valid until the next step), its folders' and other entries'
+    names (``dirs`` pruned in place is not walked).
 
-    Each folder is opened by name in its parent's descriptor, never through a symlink: a command running
-    beside swapped a folder for a symlink to a repository outside, and a walk by paths renamed that one's
-    ``.git``. ``os.walk`` recurses on Python 3.11: a chain of 1,200 folders raised ``RecursionError``. And it
-    skips a folder it cannot list without a word: as a normal user, ``git init sub && chmod 0311 sub`` kept a new
-    repository from being set aside, and the user's next ``git status`` in it ran its config. The command ran
-    as the user, so the user may give the owner's bits back; a folder still unreadable after that is not the
-    command's (it was there, not made by it). Any other failure (no descriptor left) raises: never a folder
-    skipped without a word.
-
-    Descriptors are held along the current path only, at most :data:`_HELD` (the workspace's and the deepest
-    ones): a descriptor a level, 1,900 levels deep, ran out of them and skipped what was below.
+    Each folder is opened by name from its parent's descriptor, never through a symlink: a folder swapped for a
+    symlink to a repository outside had that one's ``.git`` renamed. Not ``os.walk``: it recurses (1,200 folders
+    deep raised ``RecursionError``) and skips, without a word, a folder it cannot list (``git init sub && chmod 0311
+    sub`` hid a new repository): the command ran as the user, so its owner's bits are given back; one still
+    unreadable is not the command's. Any other failure raises. At most :data:`_HELD` descriptors are held (the
+    workspace's and the deepest): one a level, 1,900 levels deep, ran out of them.
     """
     held: list[tuple[int, int]] = [(0, _open_root(root))]  # (depth, descriptor) along the current path
     pending: list[tuple[int, Path]] = [(0, root)]
@@ -427,7 +379,7 @@ def _walk_all(root: Path) -> Iterator[tuple[Path, int, list[str], list[str]]]:
             files: list[str] = []
             with os.scandir(fd) as scan:
                 for entry in scan:
-                    (dirs if _is_dir(entry) else files).append(entry.name)
+                    (dirs if is_folder(entry, follow_symlinks=False) else files).append(entry.name)
             yield here, fd, dirs, files
             pending += [(depth + 1, here / d) for d in reversed(dirs)]
     finally:
@@ -454,10 +406,6 @@ def _reach(held: list[tuple[int, int]], depth: int, here: Path) -> int | None:
     return held[-1][1]
 
 
-_GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
-"""Why a folder listed a moment ago cannot be opened, and need not be: gone, or now a file or a symlink."""
-
-
 def _open_folder(name: str, parent: int | None) -> int | None:
     """The folder ``name`` in ``parent`` (``None``: ``name`` is absolute) opened (:data:`_FOLDER`), its owner's read
     and search bits given back first: a command's ``chmod 0311 d`` or ``chmod 0600 d`` hides nothing in it. ``None``
@@ -465,8 +413,8 @@ def _open_folder(name: str, parent: int | None) -> int | None:
     try:
         held = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
     except OSError as exc:
-        if exc.errno in (*_GONE, errno.EACCES, errno.EPERM):
-            return None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EACCES, errno.EPERM):  # gone, now a file
+            return None  # or a symlink, or not the user's
         raise
     try:
         if not stat.S_ISDIR(os.fstat(held).st_mode):  # a symlink is opened as itself (O_PATH | O_NOFOLLOW)
@@ -495,26 +443,8 @@ def _give_owner_bits(fd: int, bits: int = stat.S_IRWXU) -> None:
         os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(mode) | bits)
 
 
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir(follow_symlinks=False)
-    except OSError:
-        return False
-
-
-def _is_folder(name: str, parent: int) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(name, dir_fd=parent).st_mode)
-    except OSError:
-        return False
-
-
 def _lexists(name: str, parent: int) -> bool:
-    try:
-        os.lstat(name, dir_fd=parent)
-    except OSError:
-        return False
-    return True
+    return lmode(name, parent) != 0
 
 
 @contextlib.contextmanager
@@ -536,14 +466,9 @@ def _folder_of(root: Path, path: Path) -> Iterator[int | None]:
 
 
 def _set_aside(parent: int, path: Path) -> list[Path]:
-    """``path`` (in the folder open at ``parent``) renamed to its name with :data:`SET_ASIDE`, or with a random
-    part after it where that is taken (the command chooses the names it leaves, never the random part); ``[]``
-    once removed where no rename could be made, ``[path]`` if it could not be removed either.
-
-    A command can take the write bit off the folder holding its repository
-    (``chmod 555 s``): the folder is the user's own, so it gets its write
-    bit back for the second try.
-    """
+    """``path`` (in the folder open at ``parent``) renamed with :data:`SET_ASIDE`, plus a random part where that is
+    taken (the command never chooses it); ``[]`` once removed where no rename could be made, else ``[path]``.
+    The second try gives the folder its owner's write bit back (a command's ``chmod 555`` on it)."""
     name = path.name
     for _ in range(2):
         target = name + SET_ASIDE
@@ -556,26 +481,11 @@ def _set_aside(parent: int, path: Path) -> list[Path]:
             with contextlib.suppress(OSError):
                 _give_owner_bits(parent, stat.S_IWUSR | stat.S_IXUSR)
     with contextlib.suppress(OSError):  # what the command made there is gone rather than left for git to run
-        if _is_folder(name, parent):
+        if stat.S_ISDIR(lmode(name, parent)):
             shutil.rmtree(name, dir_fd=parent)
         else:
             os.unlink(name, dir_fd=parent)
     return [path] if _lexists(name, parent) else []
-
-
-@contextlib.contextmanager
-def _set_aside_after(root: Path, protected: Protected, report: list[Path] | None,
-                     known: dict[Path, str], before: dict[str, str | None]) -> Iterator[None]:
-    """Sets aside what the command made (:func:`_walk_or_refuse`); the user is told where that fails (a warning:
-    the model's answer alone may never be read)."""
-    try:
-        yield
-    finally:
-        try:
-            _walk_or_refuse(root, lambda: set_aside_new_repositories(root, protected, known, before), report)
-        except SetAsideUnchecked as exc:
-            warnings.warn(str(exc), RuntimeWarning, stacklevel=1)
-            raise
 
 
 def _walk_or_refuse(root: Path, walk: Callable[[], list[Path]], report: list[Path] | None) -> None:
@@ -593,8 +503,7 @@ def _walk_or_refuse(root: Path, walk: Callable[[], list[Path]], report: list[Pat
 
 
 _unchecked: dict[Path, tuple[SetAsideUnchecked, Callable[[], list[Path]]]] = {}
-"""Workspaces where what a command made could not be set aside, with the walk to try again (with what was known
-when that command started: a repository it made at a protected path missing then is still its)."""
+"""Workspaces where what a command made could not be set aside -> the walk to try again (with what it knew then)."""
 
 
 _placeholder_lock = threading.Lock()
@@ -640,12 +549,9 @@ def _binds(root: Path, protected: list[Path]) -> list[str]:
 
 @contextlib.contextmanager
 def _placeholders(root: Path, protected: Protected) -> Iterator[None]:
-    """An empty folder where a protected path (or the first missing folder on its way) is missing; an empty
-    file where a git config names it (git reads an empty file as it reads none, a folder is an error).
-
-    One that cannot be made (a full disk, no inodes or descriptors left) is no command run
-    (:class:`SandboxUnavailable`, naming each): unbound, the path would be the command's to make.
-    """
+    """An empty folder where a protected path (or the first missing folder on its way) is missing; an empty file
+    where a git config names it (git reads it as none; a folder is an error). One that cannot be made is no command
+    run (:class:`SandboxUnavailable`): unbound, the path would be the command's to make."""
     made: list[Path] = []
     failed: list[str] = []
     with _placeholder_lock:
@@ -691,12 +597,8 @@ def _placeholders(root: Path, protected: Protected) -> Iterator[None]:
 
 
 def _hidden(root: str) -> list[str]:
-    """Folders mounted empty: homes, temporary and runtime files, and the folder the workspace sits in.
-
-    The parent stays only where it is ``/``: where it holds the interpreter or a ``PATH`` folder, those are
-    shown again in it (:func:`_kept_in_parent`), never its other entries (``../.env``); a home stays only
-    where it is ``/`` or holds ``bash`` itself (a system account's).
-    """
+    """Folders mounted empty: homes (but ``/`` or one holding ``bash``, a system account's), temporary and runtime
+    files, and the workspace's parent unless ``/`` (the interpreter and ``PATH`` there: :func:`_kept_in_parent`)."""
     parent = str(Path(root).parent)
     shell = os.path.realpath(shutil.which("bash", path=absolute_path()) or "/bin/bash")
     candidates = [h for h in map(str, homes()) if h != "/" and not shell.startswith(h + "/")]

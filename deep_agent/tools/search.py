@@ -1,11 +1,10 @@
 """``Glob`` and ``Grep``: finding files and text in the workspace, with Claude Code's argument names.
 
-Nothing outside the workspace is listed or read, symlinked folders are not followed, and no pipe, socket
-or device is ever opened (folders through :func:`walk`, files through ``open_regular``). Both are bounded
-in time: ``Grep`` searches with the ``regex`` package's timeout (``(a|aa)+$`` backtracks without end) and
-refuses a pattern whose counted repeats would compile to more than :data:`MAX_PATTERN_SIZE` parts
-(compiling has no timeout); ``Glob`` never enters skipped folders and stops after :data:`MAX_GLOB_SCANNED`
-matches or :data:`GLOB_SECONDS`.
+Nothing outside the workspace is listed or read, symlinked folders are not followed, and no pipe, socket or
+device is opened (folders through :func:`walk`, files through ``open_regular``). ``Grep`` searches with the
+``regex`` package's timeout (``(a|aa)+$`` backtracks without end) and refuses a pattern compiling to more than
+:data:`MAX_PATTERN_SIZE` parts (compiling has no timeout); ``Glob`` stops after :data:`MAX_GLOB_SCANNED` matches
+or :data:`GLOB_SECONDS`.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from deep_agent.tools.files import _tool
-from deep_agent.tools.workspace import NotRegularFile, Workspace, open_regular
+from deep_agent.tools.workspace import NotRegularFile, Workspace, is_folder, open_regular
 from subagents.errors import InvalidArgument
 from subagents.transcripts import NOT_REGULAR
 
@@ -97,10 +96,6 @@ class _Automaton:
                 after.add(index + 1)
         return self._closure(after) if after else frozenset()
 
-    def may_go_deeper(self, states: State) -> bool:
-        """Whether a folder in these states can hold a match below it."""
-        return any(index < self.done for index in states)
-
 
 class GlobWalk:
     """The paths below ``start`` that match ``segments``, found lazily; ``timed_out`` once the deadline stopped it.
@@ -143,7 +138,7 @@ class GlobWalk:
                 after = automaton.step(here, name, real_folder=not os.path.islink(os.path.join(folder, name)))
                 if automaton.done in after:
                     yield Path(folder, name)
-                if automaton.may_go_deeper(after):
+                if any(index < automaton.done for index in after):  # a match may lie below it
                     states[os.path.join(folder, name)] = after
                     deeper.append(name)
             dirs[:] = deeper
@@ -158,36 +153,25 @@ class GlobWalk:
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def walk(top: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+def walk(top: Path | str, _parent: int | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
     """``os.fwalk(top)``'s folders, names and files, top-down (prune ``dirs`` in place), opening folders only.
 
     ``os.fwalk`` opens its top with a blocking ``open`` (a FIFO waits for ever): each folder is opened
-    ``O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK``, so a pipe or symlink swapped in is not entered."""
+    ``O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK`` (from ``_parent``, by name), so a pipe or symlink swapped in is not
+    entered."""
     try:
-        fd = os.open(top, _FOLDER_FLAGS)
-    except OSError:
+        fd = os.open(top if _parent is None else os.path.basename(top), _FOLDER_FLAGS, dir_fd=_parent)
+    except OSError:  # a symlinked folder, or no folder any more
         return
-    yield from _walk_from(str(top), fd)
-
-
-def _walk_from(path: str, fd: int) -> Iterator[tuple[str, list[str], list[str]]]:
     try:
         dirs: list[str] = []
         files: list[str] = []
         with os.scandir(fd) as entries:
             for entry in entries:
-                try:
-                    folder = entry.is_dir()  # a stat, never an open
-                except OSError:
-                    folder = False
-                (dirs if folder else files).append(entry.name)
-        yield path, dirs, files
+                (dirs if is_folder(entry) else files).append(entry.name)
+        yield str(top), dirs, files
         for name in dirs:
-            try:
-                inner = os.open(name, _FOLDER_FLAGS, dir_fd=fd)
-            except OSError:  # a symlinked folder, or no folder any more
-                continue
-            yield from _walk_from(os.path.join(path, name), inner)
+            yield from walk(os.path.join(top, name), fd)
     finally:
         os.close(fd)
 

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +26,13 @@ from deep_agent.tools.protected import GIT
 from deep_agent.tools.sandbox import (
     ON_THE_WAY,
     SET_ASIDE,
+    Confinement,
     Sandbox,
     SandboxUnavailable,
     SetAsideUnchecked,
-    confine_definitions,
 )
 from deep_agent.tools.workspace import Workspace, check_text
+from subagents.definitions.on_host import confine
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -49,7 +49,7 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
     """``Bash``, bound to ``ws``; inside ``sandbox`` when one is given (and this process's hooks and MCP servers
     with it, from now on: nothing a folder defines runs with more power), running only what ``rules`` allow."""
     if sandbox is not None:
-        confine_definitions(sandbox, ws.root, ws.protected)
+        confine(Confinement(sandbox, ws.root, ws.protected))
 
     def bash(command: str, timeout: int | None = None) -> str:
         check_text(command, "command")
@@ -98,44 +98,38 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
 def _answer(ws: Workspace, process: subprocess.Popen[bytes], limit_s: float) -> str:
     """Wait for the command, then end what it left in its group; its output and notes."""
     # Only what the result can show is kept (UTF-8: at most 4 bytes a character); the rest is dropped.
-    output = _BoundedOutput(process, 4 * ws.max_output_chars + 4)
-    with _running(process):
+    limit, kept, dropped = 4 * ws.max_output_chars + 4, bytearray(), [0]
+
+    def read() -> None:  # on a thread, to the end of the output
+        assert process.stdout is not None
+        with process.stdout as stream:
+            while chunk := os.read(stream.fileno(), 65536):
+                room = max(0, limit - len(kept))
+                kept.extend(chunk[:room])
+                dropped[0] += max(0, len(chunk) - room)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    with _running_lock:
+        _RUNNING.add(process.pid)
+    try:
         exited = _exited(process, limit_s)
-        # The group's leader is not reaped yet, so its id is still this command's group.
-        _kill_group(process)
+        try:  # the group's leader is not reaped yet, so its id is still this command's group
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            process.kill()
+    finally:
+        with _running_lock:
+            _RUNNING.discard(process.pid)
     process.wait()
-    output.thread.join(timeout=1.0)  # a process that left the group (setsid, unconfined) may keep the pipe
-    if not exited:
-        return output.result(ws, f"[command killed after {limit_s:g}s timeout]")
-    return output.result(ws, f"[exit code {process.returncode}]" if process.returncode else "")
-
-
-class _BoundedOutput:
-    """Reads a process's stdout on a thread to its end, keeping the first ``limit`` bytes."""
-
-    def __init__(self, process: subprocess.Popen[bytes], limit: int) -> None:
-        self._stream = process.stdout
-        self._limit = limit
-        self._kept = bytearray()
-        self._dropped = 0
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        assert self._stream is not None
-        with self._stream:
-            while chunk := os.read(self._stream.fileno(), 65536):
-                room = max(0, self._limit - len(self._kept))
-                self._kept += chunk[:room]
-                self._dropped += max(0, len(chunk) - room)
-
-    def result(self, ws: Workspace, note: str) -> str:
-        """The output cut to the workspace's bound, then the notes (never cut off)."""
-        text = ws.bound(bytes(self._kept).decode("utf-8", "replace"))
-        if self._dropped:
-            text += f"\n... [{self._dropped} more bytes of output not kept]"
-        text = f"{text}\n{note}".strip("\n") if note else text
-        return text or "(no output)"
+    reader.join(timeout=1.0)  # a process that left the group (setsid, unconfined) may keep the pipe
+    note = (f"[command killed after {limit_s:g}s timeout]" if not exited
+            else f"[exit code {process.returncode}]" if process.returncode else "")
+    text = ws.bound(bytes(kept).decode("utf-8", "replace"))  # cut to the bound, then the notes (never cut off)
+    if dropped[0]:
+        text += f"\n... [{dropped[0]} more bytes of output not kept]"
+    text = f"{text}\n{note}".strip("\n") if note else text
+    return text or "(no output)"
 
 
 def _exited(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
@@ -163,17 +157,6 @@ _RUNNING: set[int] = set()  # process groups of the commands running now (their 
 _running_lock = threading.RLock()  # also taken by a signal handler, which may interrupt its holder
 
 
-@contextlib.contextmanager
-def _running(process: subprocess.Popen[bytes]) -> Iterator[None]:
-    with _running_lock:
-        _RUNNING.add(process.pid)
-    try:
-        yield
-    finally:
-        with _running_lock:
-            _RUNNING.discard(process.pid)
-
-
 def kill_running_commands() -> None:
     """Kill every command ``Bash`` is running now, as its timeout would (for a process told to end); never raises."""
     with _running_lock:
@@ -181,10 +164,3 @@ def kill_running_commands() -> None:
     for group in groups:
         with contextlib.suppress(OSError):
             os.killpg(group, signal.SIGKILL)
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        process.kill()

@@ -65,10 +65,8 @@ def open_regular(path: Path, mode: str = "rb", *, within: Workspace | None = Non
     flags = (os.O_WRONLY | os.O_CREAT) if writing else os.O_RDONLY
     flags |= os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        if within is None and not writing:
+        if within is None:  # reading: a write without one was refused above
             fd = _open_at(str(path), flags, None, path, open_if_regular)
-        elif within is None:
-            fd = os.open(path, flags | os.O_TRUNC, 0o666)
         else:
             fd = _open_beneath(within, path, flags | os.O_NOFOLLOW, make_parents=writing)
     except OSError as exc:
@@ -82,7 +80,7 @@ def open_regular(path: Path, mode: str = "rb", *, within: Workspace | None = Non
         if within is not None and info.st_nlink > 1:
             raise HardLinked(errno.EPERM, f"has {info.st_nlink} hard links, and one may be outside the workspace "
                              "(the file tools refuse a file with more than one name)", str(path))
-        if writing and within is not None:
+        if writing:
             os.ftruncate(fd, 0)
         os.set_blocking(fd, True)
         return open(fd, mode, **text)
@@ -120,9 +118,8 @@ def _open_beneath(ws: Workspace, path: Path, flags: int, *, make_parents: bool =
             folder = inner
         if not names:  # the workspace's folder itself
             return os.dup(folder)
-        if not flags & (os.O_WRONLY | os.O_RDWR | os.O_DIRECTORY):  # a file to read: looked at before it is opened
-            return _open_at(names[-1], flags, folder, path, open_if_regular)
-        return _open_at(names[-1], flags, folder, path)
+        reading = not flags & (os.O_WRONLY | os.O_RDWR | os.O_DIRECTORY)  # a file: looked at before it is opened
+        return _open_at(names[-1], flags, folder, path, open_if_regular if reading else None)
     finally:
         os.close(folder)
 
@@ -131,18 +128,27 @@ def _open_at(name: str, flags: int, folder: int | None, path: Path, opener: Call
     try:
         return opener(name, flags, dir_fd=folder) if opener else os.open(name, flags, 0o666, dir_fd=folder)
     except OSError as exc:
-        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_symlink(name, folder)):
+        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and stat.S_ISLNK(lmode(name, folder))):
             raise ChangedWhileOpening(errno.ELOOP, CHANGED, str(path)) from None
         if exc.strerror == NOT_REGULAR:
             raise NotRegularFile(errno.EINVAL, NOT_REGULAR, str(path)) from None
         raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
-def _is_symlink(name: str, folder: int | None) -> bool:
+def is_folder(entry: os.DirEntry[str], *, follow_symlinks: bool = True) -> bool:
+    """``entry.is_dir()`` (a stat, never an open), ``False`` where that fails."""
     try:
-        return stat.S_ISLNK(os.lstat(name, dir_fd=folder).st_mode)
+        return entry.is_dir(follow_symlinks=follow_symlinks)
     except OSError:
         return False
+
+
+def lmode(name: str, folder: int | None) -> int:
+    """The mode of ``name`` in ``folder`` (``None``: as a path), not following a symlink; ``0`` if there is none."""
+    try:
+        return os.lstat(name, dir_fd=folder).st_mode
+    except OSError:
+        return 0
 
 
 class Workspace:
