@@ -173,7 +173,9 @@ class Protected:
         holders: dict[Path, str] = {}
         for path, why in found.items():
             for folder in path.parents:
-                holders.setdefault(folder, why)
+                if folder in holders:
+                    break  # and so is every folder above it
+                holders[folder] = why
         links: dict[Path, str] = {}
         for link in symlinks:
             with contextlib.suppress(OSError, RuntimeError):
@@ -594,7 +596,7 @@ def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Ite
     for kind, folder, module in started:
         if folder == root or root in folder.parents:
             if kind == "node":
-                yield from _environment_of(folder / "node_modules" / ".bin", root).items()
+                yield from ((path, RUN) for path in _environment_of(folder / "node_modules" / ".bin", root))
             else:
                 folders.setdefault(folder, set(import_names())).add(module)
     for folder, names in folders.items():

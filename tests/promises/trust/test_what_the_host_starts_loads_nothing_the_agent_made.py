@@ -45,14 +45,7 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
 @pytest.mark.parametrize(("config", "files", "planted"), ROUTES, ids=[r[2] + f"-{n}" for n, r in enumerate(ROUTES)])
 def test_nothing_the_host_would_load_can_be_planted(runner, config, files, planted):
     ws = runner.ws
-    subprocess.run(["git", "init", "-q", str(ws)], check=True)
-    for key, value in config.items():
-        subprocess.run(["git", "config", "--file", str(ws / ".git" / "config"), key, value], check=True)
-    for name, text in files.items():
-        (ws / name).parent.mkdir(parents=True, exist_ok=True)
-        (ws / name).write_text(text)
-    runner.chown(ws)
-    protected = Protected.of(ws)
+    protected = repository(runner, config, files)
     assert protected.why(ws / planted) is not None, planted
     out = runner.run(f"mkdir -p {(ws / planted).parent}; printf evil > {planted}; chmod +x {planted}; echo done",
                      protected=protected)
@@ -63,14 +56,21 @@ def test_nothing_the_host_would_load_can_be_planted(runner, config, files, plant
 def test_the_projects_own_package_beside_stays_writable(runner):
     """A package of the project's own at the top (an installed name) is its work; a standard library name never is."""
     ws = runner.ws
-    subprocess.run(["git", "init", "-q", str(ws)], check=True)
-    subprocess.run(["git", "config", "--file", str(ws / ".git" / "config"), "diff.json.textconv", "python3 -m json.tool"],
-                   check=True)
-    (ws / "pytest").mkdir()
-    (ws / "pytest" / "__init__.py").write_text("mine\n")
-    (ws / "string.py").write_text("mine\n")
-    runner.chown(ws)
-    out = runner.run("echo edited > pytest/__init__.py; echo edited > string.py; echo done", protected=Protected.of(ws))
+    protected = repository(runner, ROUTES[0][0], {"pytest/__init__.py": "mine\n", "string.py": "mine\n"})
+    out = runner.run("echo edited > pytest/__init__.py; echo edited > string.py; echo done", protected=protected)
     assert "done" in out, out
     assert (ws / "pytest" / "__init__.py").read_text() == "edited\n", out
     assert (ws / "string.py").read_text() == "mine\n", out
+
+
+def repository(runner, config, files):
+    """A repository in the runner's workspace with ``config`` and ``files``, owned by its user; its protected set."""
+    ws = runner.ws
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    for key, value in config.items():
+        subprocess.run(["git", "config", "--file", str(ws / ".git" / "config"), key, value], check=True)
+    for name, text in files.items():
+        (ws / name).parent.mkdir(parents=True, exist_ok=True)
+        (ws / name).write_text(text)
+    runner.chown(ws)
+    return Protected.of(ws)
