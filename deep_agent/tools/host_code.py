@@ -2,7 +2,8 @@
 
 Folder trust (:mod:`deep_agent.cli.folder_trust`) shows the commands and fingerprints the files, so a
 changed script asks again; the protected set (:mod:`deep_agent.tools.protected`) reads what this program
-could import (:func:`would_import`) and the words of git's configs (:func:`shell_words`).
+could import (:func:`would_import`), the words of git's configs (:func:`shell_words`) and what they start
+(:func:`starts`: a python's start folder, a package runner's ``node_modules``).
 """
 
 from __future__ import annotations
