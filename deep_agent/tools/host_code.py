@@ -130,7 +130,7 @@ def command_files(words: list[str], base: Path, root: Path | None) -> set[Path]:
                          if (p := _inside(part, cwd, root, folders=folders, named=script)) is not None)
         for kind, folder, top in starts(command, cwd):
             found.update(p for name in ("__pycache__", top, *(top + s for s in importlib.machinery.all_suffixes()))
-                         if kind == "python" and top.isidentifier()
+                         if kind != "node" and top.isidentifier()
                          and (p := _inside(name, folder, root, folders=True, named=True)))
     return found
 
@@ -153,7 +153,7 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
 
 def starts(command: list[str], cwd: Path, *, unwrap: bool = True) -> Iterator[tuple[str, Path, str]]:
     """What a simple command started from ``cwd`` loads from a folder, past ``env``, ``exec``, ``uv run``... and,
-    once, ``sh -c '...'``: ``("python", the folder first on its import path, the top-level module of -m or "")``
+    once, ``sh -c '...'``: ``(its interpreter word, the folder first on its import path, -m's top module or "")``
     (``cwd`` for ``-m``, ``-c``, ``-`` or stdin; a script's own folder; nothing with ``-I``/``-P``), or
     ``("node", cwd, "")`` for a package runner (``npx``, ``npm exec``, ``yarn``...: ``node_modules/.bin``'s)."""
     words = list(command)
@@ -173,7 +173,7 @@ def starts(command: list[str], cwd: Path, *, unwrap: bool = True) -> Iterator[tu
                 script = next(args, "-") if word == "--" else word
                 if script == "-" or (folder := _resolved(cwd / script)) is None:
                     break
-                yield "python", folder.parent, ""
+                yield words[0], folder.parent, ""
                 return
             for n, flag in enumerate(word[1:] if not word.startswith("--") else ""):
                 if flag in "IP":  # isolated, or safe path: no folder of its own on the path
@@ -181,10 +181,10 @@ def starts(command: list[str], cwd: Path, *, unwrap: bool = True) -> Iterator[tu
                 if flag in "mcWX":  # the rest of the word, or the next one, is its value
                     value = word[n + 2:] or next(args, "")
                     if flag in "mc":
-                        yield "python", cwd, value.partition(".")[0] if flag == "m" else ""
+                        yield words[0], cwd, value.partition(".")[0] if flag == "m" else ""
                         return
                     break
-        yield "python", cwd, ""
+        yield words[0], cwd, ""
 
 
 _PYTHON = re.compile(r"(\w*_)?(python|pypy)[0-9.]*(-dbg)?", re.IGNORECASE)  # "$INSTALL_PYTHON" too

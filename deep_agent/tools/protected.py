@@ -590,19 +590,29 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
 def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Iterator[tuple[Path, str]]:
     """What the host's own runs of ``started`` (:func:`~deep_agent.tools.host_code.starts`) load from ``root``: a
     package runner's ``node_modules``, whole, as on ``PATH``; from a python's start folder, for every name an
-    import could ask for and its ``-m`` module, each missing form (watched) and each existing one of a standard
-    library name (no project's own code: an editable install's package there stays the agent's work)."""
+    import could ask for (this program's, and what that interpreter's own environment installs) and its ``-m``
+    module, each missing form (watched) and each existing one of a standard library name (no project's own
+    code: an editable install's package there stays the agent's work)."""
     folders: dict[Path, set[str]] = {}
     for kind, folder, module in started:
         if folder == root or root in folder.parents:
             if kind == "node":
                 yield from ((path, RUN) for path in _environment_of(folder / "node_modules" / ".bin", root))
             else:
-                folders.setdefault(folder, set(import_names())).add(module)
+                folders.setdefault(folder, set(import_names())).update((module, *_installed(kind)))
     for folder, names in folders.items():
         for name in filter(str.isidentifier, names):
             yield from ((path, HOST_IMPORT) for path in would_import(folder, [name]) if path.name != "__pycache__"
                         and (name in sys.stdlib_module_names or not os.path.lexists(path)))
+
+
+def _installed(python: str) -> set[str]:
+    """The top-level names the environment of the interpreter a command names (``/opt/nb/bin/python3``) installs."""
+    if "$" in python or (found := shutil.which(os.path.expanduser(python))) is None:
+        return set()
+    prefix = Path(found).parent.parent  # not resolved: a virtual environment's python is a link to its base's
+    return {entry.name.partition(".")[0] for pattern in ("lib*/python3*/site-packages/*", "lib/python3/dist-packages/*")
+            for entry in prefix.glob(pattern)}
 
 
 _DIRENV = {"dotenv": ".env", "dotenv_if_exists": ".env", "source_env": "", "source_env_if_exists": "",

@@ -13,6 +13,7 @@ aside before anything runs it).
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 
@@ -27,6 +28,7 @@ if [ -x "$INSTALL_PYTHON" ]; then exec "$INSTALL_PYTHON" -mpre_commit "${ARGS[@]
 ROUTES = [  # (git config of the repository, files, what a command plants)
     ({"diff.json.textconv": "python3 -m json.tool"}, {}, "argparse.py"),
     ({"filter.nb.clean": '"/opt/venv/bin/python3" -m nbstripout'}, {}, "argparse.py"),
+    ({"filter.nb.clean": '"VENV/bin/python3" -m nbstripout'}, {}, "nbconvert_x/__init__.py"),  # only its venv has it
     ({"diff.json.textconv": "python3 -c 'import json,sys; print(json.load(sys.stdin))'"}, {}, "json.py"),
     ({"diff.json.textconv": "python3 -mjson.tool"}, {}, "json/__init__.py"),
     ({"diff.json.textconv": "sh -c 'python3 -m json.tool \"$1\"' -"}, {}, "argparse.py"),
@@ -43,9 +45,12 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
 
 
 @pytest.mark.parametrize(("config", "files", "planted"), ROUTES, ids=[r[2] + f"-{n}" for n, r in enumerate(ROUTES)])
-def test_nothing_the_host_would_load_can_be_planted(runner, config, files, planted):
-    ws = runner.ws
-    protected = repository(runner, config, files)
+def test_nothing_the_host_would_load_can_be_planted(runner, tmp_path, config, files, planted):
+    ws, venv = runner.ws, tmp_path / "venv"
+    (venv / "lib" / "python3.99" / "site-packages" / "nbconvert_x").mkdir(parents=True)
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python3").symlink_to(sys.executable)
+    protected = repository(runner, {k: v.replace("VENV", str(venv)) for k, v in config.items()}, files)
     assert protected.why(ws / planted) is not None, planted
     out = runner.run(f"mkdir -p {(ws / planted).parent}; printf evil > {planted}; chmod +x {planted}; echo done",
                      protected=protected)
