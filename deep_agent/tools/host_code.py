@@ -2,7 +2,8 @@
 
 Folder trust (:mod:`deep_agent.cli.folder_trust`) shows the commands and fingerprints the files, so a
 changed script asks again; the protected set (:mod:`deep_agent.tools.protected`) reads what this program
-could import (:func:`would_import`) and the words of git's configs (:func:`shell_words`).
+could import (:func:`would_import`), the words of git's configs (:func:`shell_words`) and what they start
+(:func:`starts`: a python's start folder, a package runner's ``node_modules``).
 """
 
 from __future__ import annotations
@@ -119,28 +120,79 @@ def command_files(words: list[str], base: Path, root: Path | None) -> set[Path]:
     """What a shell command's ``words`` name, found from ``base`` (its cwd), as :func:`files_run_by` says; and
     for ``python -m pkg.mod``, what the start folder (first on its import path) holds for ``pkg``, missing or not."""
     found: set[Path] = set()
-    command: list[str] = []  # the simple command's words so far, its leading NAME=value ones left out
-    for word in words:
-        if word in _OPERATORS:
-            command = []
-            continue
-        parts = [part for part in WORD_PARTS.split(word) if part]
-        folders = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
-        script = len(command) == 1 and bool(Path(word).suffix)  # `bash guard.sh`: missing yet or not
-        found.update(p for part in (parts if len(parts) > 1 else [word])
-                     if (p := _inside(part, base, root, folders=folders, named=script)) is not None)
-        if command[-1:] == ["-m"] and any(_PYTHON.fullmatch(Path(w).name) for w in command):
-            top = word.partition(".")[0]
+    for command, cwd in simple_commands(words, base):
+        program = [word for word in command if not _ASSIGNMENT.match(word)][:1]  # `bash guard.sh`: its next word
+        for n, word in enumerate(command):
+            parts = [part for part in WORD_PARTS.split(word) if part]
+            folders = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
+            script = n > 0 and command[n - 1:n] == program and bool(Path(word).suffix)  # missing yet or not
+            found.update(p for part in (parts if len(parts) > 1 else [word])
+                         if (p := _inside(part, cwd, root, folders=folders, named=script)) is not None)
+        for kind, folder, top in starts(command, cwd):
             found.update(p for name in ("__pycache__", top, *(top + s for s in importlib.machinery.all_suffixes()))
-                         if top.isidentifier() and (p := _inside(name, base, root, folders=True, named=True)))
-        if command == ["cd"] and (moved := _resolved(base / word)) is not None and moved.is_dir():
-            base = moved  # `cd scripts && ./guard.sh`: what follows is found from there
-        if command or not folders:
-            command.append(word)
+                         if kind != "node" and top.isidentifier()
+                         and (p := _inside(name, folder, root, folders=True, named=True)))
     return found
 
 
-_PYTHON = re.compile(r"(python|pypy)[0-9.]*")
+def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], Path]]:
+    """Each simple command of a shell command's ``words`` (its leading ``NAME=value`` words with it) and its cwd,
+    found from ``base``: after ``cd DIR``, ``DIR`` (`cd scripts && ./guard.sh`)."""
+    command: list[str] = []
+    for word in [*words, ";"]:
+        if word not in _OPERATORS:
+            command.append(word)
+            continue
+        if command:
+            yield command, base
+            program = [w for w in command if not _ASSIGNMENT.match(w)]
+            if program[:1] == ["cd"] and (moved := _resolved(base / program[-1])) is not None and moved.is_dir():
+                base = moved
+        command = []
+
+
+def starts(command: list[str], cwd: Path, *, unwrap: bool = True) -> Iterator[tuple[str, Path, str]]:
+    """What a simple command started from ``cwd`` loads from a folder, past ``env``, ``exec``, ``uv run``... and,
+    once, ``sh -c '...'``: ``(its interpreter word, the folder first on its import path, -m's top module or "")``
+    (``cwd`` for ``-m``, ``-c``, ``-`` or stdin; a script's own folder; nothing with ``-I``/``-P``), or
+    ``("node", cwd, "")`` for a package runner (``npx``, ``npm exec``, ``yarn``...: ``node_modules/.bin``'s)."""
+    words = list(command)
+    while words and (words[0] in _WRAPPERS or _ASSIGNMENT.match(words[0]) or words[0].startswith("-")):
+        words.pop(0)
+    name = Path(words[0]).name.strip("${}") if words else ""
+    if name in _NODE:
+        yield "node", cwd, ""
+    elif _SHELL.fullmatch(name) and unwrap:
+        script = next((words[n + 1] for n, w in enumerate(words[:-1]) if re.fullmatch(r"-[a-z]*c[a-z]*", w)), "")
+        for inner, inner_cwd in simple_commands(shell_words(script), cwd):
+            yield from starts(inner, inner_cwd, unwrap=False)
+    elif _PYTHON.fullmatch(name):
+        args = iter(words[1:])
+        for word in args:
+            if word == "--" or word == "-" or not word.startswith("-"):  # a script, or stdin
+                script = next(args, "-") if word == "--" else word
+                if script == "-" or (folder := _resolved(cwd / script)) is None:
+                    break
+                yield words[0], folder.parent, ""
+                return
+            for n, flag in enumerate(word[1:] if not word.startswith("--") else ""):
+                if flag in "IP":  # isolated, or safe path: no folder of its own on the path
+                    return
+                if flag in "mcWX":  # the rest of the word, or the next one, is its value
+                    value = word[n + 2:] or next(args, "")
+                    if flag in "mc":
+                        yield words[0], cwd, value.partition(".")[0] if flag == "m" else ""
+                        return
+                    break
+        yield words[0], cwd, ""
+
+
+_PYTHON = re.compile(r"(\w*_)?(python|pypy)[0-9.]*(-dbg)?", re.IGNORECASE)  # "$INSTALL_PYTHON" too
+_SHELL = re.compile(r"(ba|da|z|k)?sh")
+_NODE = frozenset({"npx", "npm", "pnpm", "pnpx", "yarn", "bunx", "bun"})  # each runs node_modules/.bin's programs
+_WRAPPERS = frozenset({"env", "exec", "command", "nohup", "nice", "time", "then", "do", "else", "if", "while",
+                       "until", "uv", "run"})
+"""Words before the program a command starts (``env -i``, ``uv run``, ``then exec``...): its options left out too."""
 
 
 _OPERATORS = frozenset({"&&", "||", ";", "|", "&", "|&", "(", ")", "!", "{", "}"})

@@ -12,6 +12,8 @@ placeholder), and in-process writers go through
 * every path a git config (or a ``.hg/hgrc`` or ``.sl/config`` and what it ``%include``s)
   there names (:func:`_named_by_config`): any value may be a command or a path; and what
   it would run or import from the working tree's top, git's cwd for it (``python -m x``: ``x.py``);
+  what a python (or ``npx``) such a command or a git hook starts would load there (:func:`_loaded_by_host`);
+* a direnv ``.envrc`` and what it loads (:func:`_direnv_loads`);
 * the agent, skill, hook and MCP files, the state folder, and what the caller
   adds (``agent_files``: the CLI's model profiles and prices, and every file a
   hook or server command names);
@@ -58,6 +60,8 @@ from deep_agent.tools.host_code import (
     import_names,
     read_regular,
     shell_words,
+    simple_commands,
+    starts,
     would_import,
 )
 from subagents.errors import SubagentsError
@@ -73,6 +77,10 @@ STATE = "the state folder"
 CONFIG = "a path a git config names (git may read or run it on the host: an include, hooks, a command's script)"
 RUN = ("what a command a git config names runs from the working tree's top, git's cwd for it (a python -m module, a "
        "script): git runs it on the host")
+HOST_IMPORT = ("what a python a git config's command or a git hook starts would import from the folder first on its "
+               "import path (the working tree's top, a script's folder): a missing module, or a standard library one")
+DIRENV = ("a direnv .envrc and what it loads (dotenv's .env, source_env, source_up, watch_file, PATH_add): your "
+          "shell loads them on entering the folder, direnv's allow covering the .envrc's bytes only")
 RUNTIME = "the interpreter or virtual environment this program runs from"
 IMPORTED = ("what this program imports from the workspace (through its import path or an editable install's "
             "finder: it would run on the host at the next start)")
@@ -117,7 +125,7 @@ class Protected:
             walked, links = self.__dict__["_walked"]
             for path, why in walked.items():
                 found.setdefault(path, why)
-            missing |= {p for p, why in walked.items() if why == STARTUP and not os.path.lexists(p)}
+            missing |= {p for p, why in walked.items() if why in (STARTUP, HOST_IMPORT) and not os.path.lexists(p)}
             self.__dict__.update(_key=key, _memo=(found, missing, links, _folded(found)))
         memo: tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]] = self.__dict__["_memo"]
         return memo
@@ -144,7 +152,8 @@ class Protected:
         repos: list[tuple[Path | None, Path | None]] = [(None, None)]
         symlinks: list[Path] = []
         venvs: list[Path] = []
-        for entry in _git_entries(self.root, symlinks, venvs):
+        envrcs: list[Path] = []
+        for entry in _git_entries(self.root, symlinks, venvs, envrcs):
             for path in _leads_to(entry):
                 found.setdefault(path, GIT)
             if entry.name != ".jj":  # jj's config is not read
@@ -155,6 +164,8 @@ class Protected:
                 found.setdefault(path, why)
         if (enclosing := _enclosing(self.root)) is not None:
             repos.append(enclosing)
+        for path in (p for envrc in envrcs for p in _direnv_loads(envrc, self.root)):
+            found.setdefault(path, DIRENV)
         for path, why in _named_by_config(self.root, repos):
             if not any(p in found for p in (path, *path.parents)):
                 found[path] = why  # a missing one is held while a command runs, as any (CONFIG's a file: git reads it)
@@ -162,7 +173,9 @@ class Protected:
         holders: dict[Path, str] = {}
         for path, why in found.items():
             for folder in path.parents:
-                holders.setdefault(folder, why)
+                if folder in holders:
+                    break  # and so is every folder above it
+                holders[folder] = why
         links: dict[Path, str] = {}
         for link in symlinks:
             with contextlib.suppress(OSError, RuntimeError):
@@ -403,9 +416,10 @@ def _folded(paths: dict[Path, str]) -> dict[str, str]:
     return {_fold(path): reason for path, reason in reversed(paths.items())}  # the first reason wins
 
 
-def _git_entries(root: Path, symlinks: list[Path], venvs: list[Path]) -> Iterator[Path]:
+def _git_entries(root: Path, symlinks: list[Path], venvs: list[Path], envrcs: list[Path]) -> Iterator[Path]:
     """Every ``.git`` (or :data:`VCS_DIRS` entry) in the workspace and every folder git takes for a git directory;
-    symlinks met go to ``symlinks``, Python environments (:func:`is_environment`, the root too) to ``venvs``."""
+    symlinks met go to ``symlinks``, Python environments (:func:`is_environment`, the root too) to ``venvs``,
+    direnv's ``.envrc`` files to ``envrcs``."""
     todo = [root]
     while todo:
         folder = todo.pop()
@@ -416,6 +430,7 @@ def _git_entries(root: Path, symlinks: list[Path], venvs: list[Path]) -> Iterato
             continue
         names = {entry.name for entry in entries}
         symlinks += [Path(entry.path) for entry in entries if entry.is_symlink()]
+        envrcs += [folder / ".envrc"] if ".envrc" in names else []
         if is_git_dir(names):
             yield folder
             continue
@@ -458,8 +473,8 @@ def _git_env() -> dict[str, str]:
     return env
 
 
-def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str]]:
-    """``(file it came from, value)`` of every entry git reads for ``git_dir`` (``None``: outside any repository),
+def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str, str]]:
+    """``(file it came from, key, value)`` of every entry git reads for ``git_dir`` (``None``: outside any repository),
     and of every file an ``includeIf`` names, whatever its condition: ``--includes`` follows one only while it
     holds, and ``onbranch:`` holds after the next ``git switch``."""
     todo, read = [["--git-dir", str(git_dir), "config"] if git_dir is not None else ["config"]], set()
@@ -481,15 +496,15 @@ def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str]]:
                     if (named := (file.parent / Path(value).expanduser()).resolve()) not in read:
                         read.add(named)
                         todo.append(["config", "--file", str(named)])
-            yield file, value
+            yield file, key, value
 
 
 _HGRC = {".hg": "hgrc", ".sl": "config"}
 """Mercurial's and Sapling's repository config, in its metadata folder: one format, ``%include`` and ``[hooks]``."""
 
 
-def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str]]:
-    """``(file it came from, value)`` of every entry of Mercurial's (or Sapling's) ``hgrc`` (a ``[hooks]`` value
+def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str, str]]:
+    """``(file it came from, "", value)`` of every entry of Mercurial's (or Sapling's) ``hgrc`` (a ``[hooks]`` value
     is a command) and of every file it ``%include``s, the include's path a value too."""
     todo, read = [hgrc], set()
     while todo:
@@ -501,10 +516,10 @@ def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str]]:
                 if not line.strip() or line.lstrip().startswith(("#", ";", "[", "%unset")):
                     continue
                 if line.startswith("%include"):
-                    yield file, (named := line.removeprefix("%include").strip())
+                    yield file, "", (named := line.removeprefix("%include").strip())
                     todo.append(file.parent / Path(os.path.expandvars(named)).expanduser())
                 else:  # key = value, or a value's indented continuation
-                    yield file, (line if line[:1] in " \t" else line.partition("=")[2]).strip()
+                    yield file, "", (line if line[:1] in " \t" else line.partition("=")[2]).strip()
 
 
 _INCLUDE_IF = re.compile(r"includeif\..*\.path", re.IGNORECASE | re.DOTALL)
@@ -521,12 +536,21 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
     Every word of every value, split at ``=`` and ``:``, resolved from the
     workspace, the working tree and the config's folder: a path-shaped word
     existing or not; a bare word an existing file, or folder if it is the whole
-    value (in a command a bare folder is work); what follows each ``/``, if a file.
+    value (in a command a bare folder is work); what follows each ``/``, if a file; ``core.hooksPath``'s
+    whole value, any shape. Then what each value run as a command, or a line of a hook, starts
+    (:func:`_loaded_by_host`).
     """
     seen: set[tuple[Path | None, str, Path | None]] = set()
+    started: set[tuple[str, Path, str]] = set()
     for git_dir, worktree in repos:
         hgrc = _HGRC.get(git_dir.name) if git_dir is not None else None
-        for origin, value in _hgrc_entries(git_dir / hgrc) if git_dir and hgrc else _config_entries(git_dir):
+        top = worktree or root
+        hooks = [p / "hooks" for p in _leads_to(git_dir)] if git_dir and not hgrc else []
+        for origin, key, value in _hgrc_entries(git_dir / hgrc) if git_dir and hgrc else _config_entries(git_dir):
+            if key.casefold() == "core.hookspath":
+                with contextlib.suppress(OSError, RuntimeError):  # ~nobody, a symlink loop
+                    hooks.append(hooks_path := (top / Path(value).expanduser()).resolve())
+                    yield hooks_path, CONFIG  # a path, whatever its shape: `githooks`, missing yet
             if (origin, value, worktree) in seen:
                 continue
             seen.add((origin, value, worktree))
@@ -554,7 +578,64 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                     elif shaped or not command or not os.path.isdir(path):  # a bare folder argument is work
                         yield path, CONFIG
             # What the value run as a command runs or imports from its cwd, git's: the working tree's top.
-            yield from ((path, RUN) for path in command_files(words, worktree or root, root))
+            yield from ((path, RUN) for path in command_files(words, top, root))
+            started.update(s for command, cwd in simple_commands(words, top) for s in starts(command, cwd))
+        for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)):
+            for line in read_regular(hook, 1 << 20).decode("utf-8", "replace").splitlines():
+                started.update(s for command, cwd in simple_commands(shell_words(line), top)
+                               for s in starts(command, cwd))
+    yield from _loaded_by_host(root, started)
+
+
+def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Iterator[tuple[Path, str]]:
+    """What the host's own runs of ``started`` (:func:`~deep_agent.tools.host_code.starts`) load from ``root``: a
+    package runner's ``node_modules``, whole, as on ``PATH``; from a python's start folder, for every name an
+    import could ask for (this program's, and what that interpreter's own environment installs) and its ``-m``
+    module, each missing form (watched) and each existing one of a standard library name (no project's own
+    code: an editable install's package there stays the agent's work)."""
+    folders: dict[Path, set[str]] = {}
+    for kind, folder, module in started:
+        if folder == root or root in folder.parents:
+            if kind == "node":
+                yield from ((path, RUN) for path in _environment_of(folder / "node_modules" / ".bin", root))
+            else:
+                folders.setdefault(folder, set(import_names())).update((module, *_installed(kind)))
+    for folder, names in folders.items():
+        for name in filter(str.isidentifier, names):
+            yield from ((path, HOST_IMPORT) for path in would_import(folder, [name]) if path.name != "__pycache__"
+                        and (name in sys.stdlib_module_names or not os.path.lexists(path)))
+
+
+def _installed(python: str) -> set[str]:
+    """The top-level names the environment of the interpreter a command names (``/opt/nb/bin/python3``) installs."""
+    if "$" in python or (found := shutil.which(os.path.expanduser(python))) is None:
+        return set()
+    prefix = Path(found).parent.parent  # not resolved: a virtual environment's python is a link to its base's
+    return {entry.name.partition(".")[0] for pattern in ("lib*/python3*/site-packages/*", "lib/python3/dist-packages/*")
+            for entry in prefix.glob(pattern)}
+
+
+_DIRENV = {"dotenv": ".env", "dotenv_if_exists": ".env", "source_env": "", "source_env_if_exists": "",
+           "source_up": ".envrc", "source_up_if_exists": ".envrc", "watch_file": "", "PATH_add": "", "path_add": ""}
+"""direnv's commands that load (or watch) a path, and the one each takes when given none."""
+
+
+def _direnv_loads(envrc: Path, root: Path) -> Iterator[Path]:
+    """A direnv ``.envrc`` and what it and each file it sources load, in ``root``, existing or not: from its
+    folder (``source_up``: from each one above; ``path_add VAR DIR``'s folders; ``source_env DIR``'s ``.envrc``)."""
+    todo, read = [envrc], set()
+    while todo:
+        if (file := todo.pop()) in read or root not in file.parents:
+            continue
+        read.add(file)
+        yield file
+        text = read_regular(file if not file.is_dir() else file / ".envrc", 1 << 20).decode("utf-8", "replace")
+        for command, _ in (c for line in text.splitlines() for c in simple_commands(shell_words(line), file.parent)):
+            if (default := _DIRENV.get(command[0])) is not None:
+                folders = file.parent.parents if command[0].startswith("source_up") else [file.parent]
+                for arg in command[1 + (command[0] == "path_add"):] or [default]:
+                    with contextlib.suppress(OSError, RuntimeError):  # ~nobody, a symlink loop
+                        todo += [(folder / Path(arg).expanduser()).resolve() for folder in folders if arg]
 
 
 def _enclosing(root: Path) -> tuple[Path, Path] | None:

@@ -1,0 +1,81 @@
+"""What the user's own tools start in the workspace, outside the sandbox, loads nothing a command made.
+
+Git runs its config's commands and its hooks from the working tree's top; a python started there puts
+that folder (a script's, for ``python tools/x.py``) first on its import path, and imports far more than
+the module it was asked for: before, a command wrote ``argparse.py`` (``json.tool`` imports it) or
+``pre_commit.py`` at the top, and the user's next ``git diff`` or ``git commit`` ran it on the host.
+Likewise ``npx`` runs the top's ``node_modules/.bin``, ``core.hooksPath = githooks`` names a folder
+before it exists, and direnv loads what an allowed ``.envrc`` names (``dotenv``: ``.env``) on ``cd``.
+Each route below: the file is refused to ``Write`` and cannot be planted by ``Bash`` (refused, or set
+aside before anything runs it).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from deep_agent.tools.protected import Protected
+
+PRE_COMMIT = """#!/usr/bin/env bash
+INSTALL_PYTHON=/usr/bin/python3
+ARGS=(hook-impl --config=.pre-commit-config.yaml --hook-type=pre-commit)
+if [ -x "$INSTALL_PYTHON" ]; then exec "$INSTALL_PYTHON" -mpre_commit "${ARGS[@]}"; fi
+"""
+
+ROUTES = [  # (git config of the repository, files, what a command plants)
+    ({"diff.json.textconv": "python3 -m json.tool"}, {}, "argparse.py"),
+    ({"filter.nb.clean": '"/opt/venv/bin/python3" -m nbstripout'}, {}, "argparse.py"),
+    ({"filter.nb.clean": '"VENV/bin/python3" -m nbstripout'}, {}, "nbconvert_x/__init__.py"),  # only its venv has it
+    ({"diff.json.textconv": "python3 -c 'import json,sys; print(json.load(sys.stdin))'"}, {}, "json.py"),
+    ({"diff.json.textconv": "python3 -mjson.tool"}, {}, "json/__init__.py"),
+    ({"diff.json.textconv": "sh -c 'python3 -m json.tool \"$1\"' -"}, {}, "argparse.py"),
+    ({"diff.json.textconv": "env -i python3.11 -u -"}, {}, "re.py"),
+    ({"diff.json.textconv": "python3 tools/conv.py"}, {"tools/conv.py": "import json\n"}, "tools/json.py"),
+    ({}, {".git/hooks/pre-commit": PRE_COMMIT}, "pre_commit.py"),
+    ({"filter.pretty.clean": "npx prettier --stdin-filepath %f"}, {}, "node_modules/.bin/prettier"),
+    ({"core.hooksPath": "githooks"}, {}, "githooks/pre-commit"),
+    ({}, {".envrc": "dotenv\n", ".env": "A=1\n"}, ".env"),
+    ({}, {".envrc": "source_env_if_exists .envrc.local\n"}, ".envrc.local"),
+    ({}, {"sub/.envrc": "dotenv_if_exists ../.env.dev\nPATH_add bin\n"}, "sub/bin/git"),
+    ({}, {".envrc": "export A=1\n"}, ".envrc"),
+]
+
+
+@pytest.mark.parametrize(("config", "files", "planted"), ROUTES, ids=[r[2] + f"-{n}" for n, r in enumerate(ROUTES)])
+def test_nothing_the_host_would_load_can_be_planted(runner, tmp_path, config, files, planted):
+    ws, venv = runner.ws, tmp_path / "venv"
+    (venv / "lib" / "python3.99" / "site-packages" / "nbconvert_x").mkdir(parents=True)
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python3").symlink_to(sys.executable)
+    protected = repository(runner, {k: v.replace("VENV", str(venv)) for k, v in config.items()}, files)
+    assert protected.why(ws / planted) is not None, planted
+    out = runner.run(f"mkdir -p {(ws / planted).parent}; printf evil > {planted}; chmod +x {planted}; echo done",
+                     protected=protected)
+    assert "done" in out, out
+    assert not (ws / planted).is_file() or (ws / planted).read_text() != "evil", out
+
+
+def test_the_projects_own_package_beside_stays_writable(runner):
+    """A package of the project's own at the top (an installed name) is its work; a standard library name never is."""
+    ws = runner.ws
+    protected = repository(runner, ROUTES[0][0], {"pytest/__init__.py": "mine\n", "string.py": "mine\n"})
+    out = runner.run("echo edited > pytest/__init__.py; echo edited > string.py; echo done", protected=protected)
+    assert "done" in out, out
+    assert (ws / "pytest" / "__init__.py").read_text() == "edited\n", out
+    assert (ws / "string.py").read_text() == "mine\n", out
+
+
+def repository(runner, config, files):
+    """A repository in the runner's workspace with ``config`` and ``files``, owned by its user; its protected set."""
+    ws = runner.ws
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    for key, value in config.items():
+        subprocess.run(["git", "config", "--file", str(ws / ".git" / "config"), key, value], check=True)
+    for name, text in files.items():
+        (ws / name).parent.mkdir(parents=True, exist_ok=True)
+        (ws / name).write_text(text)
+    runner.chown(ws)
+    return Protected.of(ws)
