@@ -12,6 +12,7 @@ A start that never ran its command ends by :data:`DID_NOT_START`. Only the stand
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import hashlib
@@ -55,6 +56,20 @@ def fd_options(sync_fds: tuple[int, int | None] | None, seccomp_fd: int | None) 
 
 
 Build = Callable[[tuple[int, int | None] | None, int | None], list[str]]  # (sync_fds, seccomp_fd) -> argv
+
+
+def _dies_with_parent(parent: int) -> Callable[[], None]:
+    """bubblewrap's own ``--die-with-parent`` is set once it runs: a parent killed before that (a hook's timeout,
+    as soon as its command shows) left bubblewrap waiting for ever. Set in the child before bubblewrap starts, and
+    checked against a parent already gone, it leaves no such window. The launcher's alone: it has one thread."""
+    libc = ctypes.CDLL(None)  # loaded before the fork: the child only calls it
+
+    def set_it() -> None:
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return set_it
 
 
 @contextlib.contextmanager
@@ -340,7 +355,7 @@ def main(args: list[str]) -> int:
             raise SpawnFailed(f"its argv file was changed: {path}", "bwrap")
         bwrap = list(map(os.fsdecode, data.split(b"\0")))
         with spawned(lambda sync, seccomp: [bwrap[0], *fd_options(sync, seccomp), *bwrap[1:]], pasta,
-                     record, keep=(STARTED_FD,)) as process:
+                     record, keep=(STARTED_FD,), preexec_fn=_dies_with_parent(os.getpid())) as process:
             os.close(STARTED_FD)
             started.append(process)
             if ended:
