@@ -67,11 +67,14 @@ from subagents.metering import (
     TaskMeter,
     TranscriptRecorder,
     WrapUpSetting,
+    call_price,
+    cost_at,
     cut_short_note,
     keep_child_exits,
     meter_for,
     metered_apart,
     run_prices,
+    token_count,
 )
 from subagents.outcome import (
     ChildAnswer,
@@ -89,7 +92,7 @@ from subagents.registry import (
     spec_from_definition,
 )
 from subagents.spec import DEFAULT_MAX_TURNS, AnySpec, CompiledSubagent, SubagentSpec
-from subagents.transcripts import NO_TRANSCRIPT, sink_chooser
+from subagents.transcripts import NO_TRANSCRIPT, child_messages, sink_chooser
 
 if TYPE_CHECKING:
     from subagents.settings import DelegationSettings
@@ -450,6 +453,7 @@ class Delegation:
     waiting_ms: float = 0.0
     ran_s: float = 0.0
     begun_clock: float = 0.0  # when this segment began to run (after any wait for the cap)
+    carried: bool = False  # this agent object paused it and carries what it spent
 
     @classmethod
     def start(cls, call: TaskCall) -> Delegation:
@@ -537,10 +541,33 @@ class Delegation:
         if self.meter is not None:
             self.meter.raise_if_stopped()
         self.inputs, self.given = prepared.inputs, prepared.given
+        if not self.carried and self.meter is not None:  # resumed by another agent object: its checkpoint says
+            self.meter.carry(self.checkpointed_usage(len(prepared.given.get("messages") or ())))
         made = {"inherited_tokens": prepared.inherited_tokens, "withheld_keys": prepared.withheld or None}
         # A new dict, not an update: past the deadline the record may be read on another thread meanwhile.
         self.record_extra = {**self.record_extra, **{k: v for k, v in made.items() if v is not None}}
         return prepared.given
+
+    def checkpointed_usage(self, given: int) -> dict[str, Any]:
+        """What the earlier segments of a task paused for approval spent, as its child's checkpoint holds it: its
+        model calls (the messages after the ``given`` ones) with the tokens they reported, priced here."""
+        saver = (self.call.parent_config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
+        key = None if self.thread_id is None else str(self.thread_id)
+        saved = None if saver is None else saver.get_tuple({CONF: {"thread_id": key, "checkpoint_ns": self.namespace}})
+        if saved is None:  # a first segment: nothing spent yet
+            return {}
+        spent: dict[str, Any] = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
+                                 "priced_as": []}
+        for message in child_messages(saver, saved)[given:]:
+            if isinstance(message, AIMessage):
+                usage = message.usage_metadata or {}
+                price = call_price(self.meter.prices if self.meter else None, message.response_metadata.get("model_name"))
+                spent["model_calls"] += 1
+                spent["input_tokens"] += token_count(usage.get("input_tokens"))
+                spent["output_tokens"] += token_count(usage.get("output_tokens"))
+                spent["cost_usd"] += cost_at(price, usage.get("input_tokens"), usage.get("output_tokens"))
+                spent["priced_as"] += [price[0]] if price else []
+        return spent
 
     def remaining(self) -> float | None:
         deadline = self.meter.deadline if self.meter is not None else None
@@ -929,6 +956,7 @@ class TaskRunner:
             carried = self._paused_usage.pop(run.task_id, None)
         if not carried:
             return
+        run.carried = True
         if carried["usage"] and run.meter is not None:
             run.meter.carry(carried["usage"])
         # The task began when its first segment did; the pause is waiting, not work.
