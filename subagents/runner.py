@@ -558,10 +558,11 @@ class Delegation:
             return {}
         spent: dict[str, Any] = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
                                  "priced_as": []}
+        prices = self.meter.prices if self.meter is not None else None
         for message in child_messages(saver, saved)[given:]:
             if isinstance(message, AIMessage):
-                usage = message.usage_metadata or {}
-                price = call_price(self.meter.prices if self.meter else None, message.response_metadata.get("model_name"))
+                usage: Mapping[str, Any] = message.usage_metadata or {}
+                price = call_price(prices, message.response_metadata.get("model_name"))
                 spent["model_calls"] += 1
                 spent["input_tokens"] += token_count(usage.get("input_tokens"))
                 spent["output_tokens"] += token_count(usage.get("output_tokens"))
