@@ -61,6 +61,7 @@ from subagents.errors import (
     safe_text,
 )
 from subagents.metering import (
+    MIN_TOKEN_SCALE,
     Budget,
     PriceTable,
     RecordingMeter,
@@ -70,6 +71,7 @@ from subagents.metering import (
     call_price,
     cost_at,
     cut_short_note,
+    estimate_tokens,
     keep_child_exits,
     meter_for,
     metered_apart,
@@ -550,24 +552,31 @@ class Delegation:
 
     def checkpointed_usage(self, given: int) -> dict[str, Any]:
         """What the earlier segments of a task paused for approval spent, as its child's checkpoint holds it: its
-        model calls (the messages after the ``given`` ones) with the tokens they reported, priced here."""
+        model calls (the messages after the ``given`` ones), each charged as the meter would, at least the estimate
+        of its messages where its report is far below it (what the prompt held besides is not in the checkpoint)."""
         saver = (self.call.parent_config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
         key = None if self.thread_id is None else str(self.thread_id)
         saved = None if saver is None else saver.get_tuple({CONF: {"thread_id": key, "checkpoint_ns": self.namespace}})
         if saved is None:  # a first segment: nothing spent yet
             return {}
-        spent: dict[str, Any] = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
-                                 "priced_as": []}
+        figures = ("model_calls", "input_tokens", "output_tokens", "charged_input_tokens", "charged_output_tokens")
+        spent: dict[str, Any] = {**dict.fromkeys(figures, 0), "cost_usd": 0.0, "priced_as": []}
         prices = self.meter.prices if self.meter is not None else None
-        for message in child_messages(saver, saved)[given:]:
+        messages = child_messages(saver, saved)
+        prompt = estimate_tokens(messages[:given])
+        for message in messages[given:]:
             if isinstance(message, AIMessage):
                 usage: Mapping[str, Any] = message.usage_metadata or {}
+                reported_in, reported_out = (token_count(usage.get(k)) for k in ("input_tokens", "output_tokens"))
+                reply = estimate_tokens([message])
+                charged_in = reported_in if reported_in >= prompt * MIN_TOKEN_SCALE else prompt
+                charged_out = reported_out if reported_out >= reply * MIN_TOKEN_SCALE else reply
                 price = call_price(prices, message.response_metadata.get("model_name"))
-                spent["model_calls"] += 1
-                spent["input_tokens"] += token_count(usage.get("input_tokens"))
-                spent["output_tokens"] += token_count(usage.get("output_tokens"))
-                spent["cost_usd"] += cost_at(price, usage.get("input_tokens"), usage.get("output_tokens"))
+                for name, value in zip(figures, (1, reported_in, reported_out, charged_in, charged_out), strict=True):
+                    spent[name] += value
+                spent["cost_usd"] += cost_at(price, charged_in, charged_out)
                 spent["priced_as"] += [price[0]] if price else []
+            prompt += estimate_tokens([message])
         return spent
 
     def remaining(self) -> float | None:
