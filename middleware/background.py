@@ -44,7 +44,7 @@ from langgraph.types import Command
 from langgraph.typing import ContextT
 from pydantic import BaseModel, Field, ValidationError
 
-from middleware.limits import START_TOOL_NAME, DelegationLimit, is_notice, notice_message
+from middleware.limits import START_TOOL_NAME, DelegationLimit, is_notice, notice_message, refused_outcome
 from middleware.subagents import (
     ParentModel,
     SubAgentMiddleware,
@@ -93,7 +93,7 @@ from subagents.background.ledger import LIVE_STATUSES, now
 from subagents.background.runtime import background_child_middleware, checkpoint_db
 from subagents.background.tasks import approval_answer
 from subagents.boundary import DELEGATION_TOOL_TAG, with_prompt_block
-from subagents.errors import InvalidArgumentType, brief, safe_text
+from subagents.errors import InvalidArgumentType, StopReason, UnknownSubagent, brief, safe_text
 from subagents.ledger import LedgerChannel, touch_if_quiet
 from subagents.metering import Budget
 from subagents.outcome import lost, task_id_for
@@ -419,34 +419,35 @@ class BackgroundTaskHandlers:
         self._call = call_for
         self._limit = limit
 
-    def _refused(self, runtime: ToolRuntime) -> Command[str] | None:
-        """The answer of a start past ``max_delegations`` (one count with ``task``'s calls), else ``None``."""
-        reason = None if self._limit is None else self._limit.refusal(runtime.state.get("messages", ()),
-                                                                      runtime.tool_call_id)
-        return None if reason is None else _reply(runtime, reason, error=True)
+    def _refusal(self, runtime: ToolRuntime) -> str | None:
+        """Why a run more (a start, retry, follow-up) is past ``max_delegations`` (one count with ``task``'s calls)."""
+        return None if self._limit is None else self._limit.refusal(runtime.state.get("messages", ()),
+                                                                    runtime.tool_call_id)
 
     def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str] | None:
         """The start, made in the tool's thread without waiting for the loop; ``None``: :meth:`handle_start`."""
-        if (refused := self._refused(runtime)) is not None:
-            return refused
+        call = self._call(runtime, description, subagent_type)
+        if (reason := self._refusal(runtime)) is not None:
+            return _refused_start(runtime, call, reason, "refused")
         if self.runtime.closed:
             return None  # the loop path answers "unavailable"
         try:
             ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}
-            record = self.tasks.start_soon(self._call(runtime, description, subagent_type), ledger)
+            record = self.tasks.start_soon(call, ledger)
         except RuntimeClosed:
             return None
         except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
-            return _reply(runtime, f"Subagent '{subagent_type}' failed: {_reason(exc)}", error=True)
+            return _failed_start(runtime, call, exc)
         return None if record is None else _reply(runtime, started(record), record)
 
     async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]:
         """The start on the loop, where :meth:`start_now` could not make it (and did not refuse it)."""
+        call = self._call(runtime, description, subagent_type)
         try:
             ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
-            record = await self.tasks.start(self._call(runtime, description, subagent_type), ledger)
+            record = await self.tasks.start(call, ledger)
         except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
-            return _reply(runtime, f"Subagent '{subagent_type}' failed: {_reason(exc)}", error=True)
+            return _failed_start(runtime, call, exc)
         return _reply(runtime, started(record), record)
 
     @_on_task
@@ -460,8 +461,8 @@ class BackgroundTaskHandlers:
     async def handle_update(self, runtime: ToolRuntime, record: Mapping[str, Any], message: str = "",
                             decision: str | None = None) -> Command[str]:
         if (self._limit is not None and (await self.tasks.check(record))[0]["status"] not in (
-                *ACTIVE_STATUSES, "waiting_for_approval") and (refused := self._refused(runtime)) is not None):
-            return refused  # a follow-up to a finished task is a run more
+                *ACTIVE_STATUSES, "waiting_for_approval") and (reason := self._refusal(runtime)) is not None):
+            return _reply(runtime, reason, error=True)  # a follow-up to a finished task is a run more
         call = self._call(runtime, "", record["agent_type"])
         current, what = await self.tasks.update(record, message, call, decision, by_model=True)
         return _reply(runtime, f"Task {record['id']} ({current['status']}): {what}.", current)
@@ -472,8 +473,8 @@ class BackgroundTaskHandlers:
 
     @_on_task
     async def handle_retry(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
-        if (refused := self._refused(runtime)) is not None:
-            return refused
+        if (reason := self._refusal(runtime)) is not None:
+            return _reply(runtime, reason, error=True)
         current = await self.tasks.retry(record, self._call(runtime, "", record["agent_type"]))
         return _reply(runtime, f"Retrying background task {record['id']} (attempt {current['attempt']}).", current)
 
@@ -514,7 +515,7 @@ def _damage(state: Mapping[str, object], task_id: str) -> str | None:
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, TaskStateError):
+    if isinstance(exc, (TaskStateError, UnknownSubagent)):
         return str(exc)
     return f"{type(exc).__name__}: {str(exc).strip() or '(no message)'}"
 
@@ -531,6 +532,17 @@ def _told_started(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
         runtime.stream_writer({STARTED_EVENT: {k: record.get(k) for k in ("id", "agent_type", "status",
                                                                           "tool_call_id")}})
     return command
+
+
+def _failed_start(runtime: ToolRuntime, call: TaskCall, exc: Exception) -> Command[str]:
+    return _refused_start(runtime, call, f"Subagent '{call.subagent_type}' failed: {_reason(exc)}",
+                          "invalid_call" if isinstance(exc, UnknownSubagent) else "refused")
+
+
+def _refused_start(runtime: ToolRuntime, call: TaskCall, reason: str, stop_reason: StopReason) -> Command[str]:
+    """A start that ran no child gets a record, as a refused ``task`` call does (:func:`refused_outcome`)."""
+    record = as_background_record(refused_outcome(call, reason, stop_reason).record)
+    return _reply(runtime, reason, record, error=True)
 
 
 def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None = None, *,

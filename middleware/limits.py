@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -31,11 +30,11 @@ from langgraph.typing import ContextT
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from middleware.task_tool import TASK_TOOL_DESCRIPTION, TASK_TOOL_NAME, task_call_json_schema
-from subagents import TaskCall, TaskOutcome, TaskRecord
+from subagents import TaskCall, TaskOutcome
 from subagents.boundary import with_prompt_block
-from subagents.errors import InvalidArgumentType, SpecError, ToolCallsUnsupported
+from subagents.errors import InvalidArgumentType, SpecError, StopReason, ToolCallsUnsupported
 from subagents.metering import token_count
-from subagents.outcome import task_id_for
+from subagents.outcome import refused_record, task_id_for
 from subagents.plans import adrive, drive
 from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
@@ -104,16 +103,12 @@ class DelegationLimit:
                 "answer with what you have")
 
 
-def refused_outcome(call: TaskCall, reason: str) -> TaskOutcome:
+def refused_outcome(call: TaskCall, reason: str, stop_reason: StopReason = "refused") -> TaskOutcome:
     """The outcome of a delegation refused before it started: a record and an error."""
     configurable = call.parent_config.get("configurable") or {}
-    now = time.time()
-    record = TaskRecord(
-        id=task_id_for(configurable.get("thread_id"), configurable.get("checkpoint_ns", ""), call.tool_call_id),
-        agent_type=call.subagent_type, tool_call_id=call.tool_call_id, status="error", stop_reason="refused",
-        description=call.description, error=reason, started_at=now, finished_at=now, duration_ms=0.0,
-    ).model_dump()
-    return TaskOutcome(record, error=reason)
+    task_id = task_id_for(configurable.get("thread_id"), configurable.get("checkpoint_ns", ""), call.tool_call_id)
+    return TaskOutcome(refused_record(task_id, call.subagent_type, call.tool_call_id, call.description, reason,
+                                      stop_reason), error=reason)
 
 
 Mechanism = Literal["auto", "tool_choice", "required", "response_format"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import copy
 import threading
-import time
 import typing
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
@@ -31,9 +30,8 @@ from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome, TaskRecord
 from subagents.boundary import DELEGATION_TOOL_TAG, annotations_of, graph_namespace, parent_channels, write_back
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
-from subagents.outcome import add_usage, lost, merge_records, shows_something
+from subagents.outcome import add_usage, lost, merge_records, refused_record, shows_something
 from subagents.registry import DYNAMIC_SUBAGENTS_KEY
-from subagents.transcripts import NO_TRANSCRIPT
 
 PREVIEW_CHARS = 200  # the longest description and result a ledger record keeps
 ERROR_PREVIEW_CHARS = 1000  # the longest error (errors are rarer and worth more words)
@@ -189,19 +187,16 @@ def _needing_ids(calls: list[ToolCall], tool_names: Collection[str]) -> set[int]
 def invalid_call_record(tool_name: str, tool_call_id: str, reason: str,
                         agent_type: str | None = None) -> dict[str, object]:
     """The ledger record of a delegation call that never ran because its arguments were wrong."""
-    now = time.time()
-    # A fresh id, never the call id's alone (models reuse those); no child ran: an empty transcript.
-    return TaskRecord(id=uuid.uuid4().hex, agent_type=agent_type or "(unknown)", tool_call_id=tool_call_id,
-                      status="error", stop_reason="invalid_call", description=f"(invalid {tool_name} call)",
-                      error=reason, started_at=now, finished_at=now, duration_ms=0.0,
-                      transcript=NO_TRANSCRIPT).model_dump()
+    # A fresh id, never the call id's alone (models reuse those).
+    return refused_record(uuid.uuid4().hex, agent_type or "(unknown)", tool_call_id, f"(invalid {tool_name} call)",
+                          reason, "invalid_call")
 
 
 def as_background_record(record: dict[str, object]) -> dict[str, object]:
-    """An invalid background-tool call's record, in the ``async_tasks`` ledger's shape."""
+    """A refused background-tool call's record (:func:`refused_record`), in the ``async_tasks`` ledger's shape."""
     return {
         "id": record["id"], "agent_type": record["agent_type"], "runner": "local", "status": "error",
-        "stop_reason": "invalid_call", "description": record["description"],
+        "stop_reason": record["stop_reason"], "description": record["description"], "transcript": record["transcript"],
         "tool_call_id": record["tool_call_id"], "created_at": record["started_at"],
         "updated_at": record["finished_at"], "finished_at": record["finished_at"],
         "error": record["error"], "announced": True, "attempt": 1,

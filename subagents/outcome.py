@@ -114,6 +114,16 @@ class TaskRecord(BaseModel):
     """A limit (``stop_reason``) cut the task short; ``result`` is its wrap-up's answer (see ``WrapUp``)."""
 
 
+def refused_record(task_id: str, agent_type: str, tool_call_id: str | None, description: str, error: str,
+                   stop_reason: StopReason) -> dict[str, Any]:
+    """The record of a delegation refused before any child ran (invalid, past a limit): no time, no usage, and an
+    empty transcript."""
+    now = time.time()
+    return TaskRecord(id=task_id, agent_type=agent_type, tool_call_id=tool_call_id, status="error",
+                      stop_reason=stop_reason, description=description, error=error, started_at=now,
+                      finished_at=now, duration_ms=0.0, transcript=NO_TRANSCRIPT).model_dump()
+
+
 @dataclasses.dataclass
 class TaskOutcome:
     """What one delegation produced; ``changes`` (the keys the child changed) and ``inputs`` (what it was

@@ -61,17 +61,22 @@ from subagents.errors import (
     safe_text,
 )
 from subagents.metering import (
+    MIN_TOKEN_SCALE,
     Budget,
     PriceTable,
     RecordingMeter,
     TaskMeter,
     TranscriptRecorder,
     WrapUpSetting,
+    call_price,
+    cost_at,
     cut_short_note,
+    estimate_tokens,
     keep_child_exits,
     meter_for,
     metered_apart,
     run_prices,
+    token_count,
 )
 from subagents.outcome import (
     ChildAnswer,
@@ -89,7 +94,7 @@ from subagents.registry import (
     spec_from_definition,
 )
 from subagents.spec import DEFAULT_MAX_TURNS, AnySpec, CompiledSubagent, SubagentSpec
-from subagents.transcripts import NO_TRANSCRIPT, sink_chooser
+from subagents.transcripts import NO_TRANSCRIPT, child_messages, sink_chooser
 
 if TYPE_CHECKING:
     from subagents.settings import DelegationSettings
@@ -450,6 +455,7 @@ class Delegation:
     waiting_ms: float = 0.0
     ran_s: float = 0.0
     begun_clock: float = 0.0  # when this segment began to run (after any wait for the cap)
+    carried: bool = False  # this agent object paused it and carries what it spent
 
     @classmethod
     def start(cls, call: TaskCall) -> Delegation:
@@ -537,10 +543,41 @@ class Delegation:
         if self.meter is not None:
             self.meter.raise_if_stopped()
         self.inputs, self.given = prepared.inputs, prepared.given
+        if not self.carried and self.meter is not None:  # resumed by another agent object: its checkpoint says
+            self.meter.carry(self.checkpointed_usage(len(prepared.given.get("messages") or ())))
         made = {"inherited_tokens": prepared.inherited_tokens, "withheld_keys": prepared.withheld or None}
         # A new dict, not an update: past the deadline the record may be read on another thread meanwhile.
         self.record_extra = {**self.record_extra, **{k: v for k, v in made.items() if v is not None}}
         return prepared.given
+
+    def checkpointed_usage(self, given: int) -> dict[str, Any]:
+        """What the earlier segments of a task paused for approval spent, as its child's checkpoint holds it: its
+        model calls (the messages after the ``given`` ones), each charged as the meter would, at least the estimate
+        of its messages where its report is far below it (what the prompt held besides is not in the checkpoint)."""
+        saver = (self.call.parent_config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
+        key = None if self.thread_id is None else str(self.thread_id)
+        saved = None if saver is None else saver.get_tuple({CONF: {"thread_id": key, "checkpoint_ns": self.namespace}})
+        if saved is None:  # a first segment: nothing spent yet
+            return {}
+        figures = ("model_calls", "input_tokens", "output_tokens", "charged_input_tokens", "charged_output_tokens")
+        spent: dict[str, Any] = {**dict.fromkeys(figures, 0), "cost_usd": 0.0, "priced_as": []}
+        prices = self.meter.prices if self.meter is not None else None
+        messages = child_messages(saver, saved)
+        prompt = estimate_tokens(messages[:given])
+        for message in messages[given:]:
+            if isinstance(message, AIMessage):
+                usage: Mapping[str, Any] = message.usage_metadata or {}
+                reported_in, reported_out = (token_count(usage.get(k)) for k in ("input_tokens", "output_tokens"))
+                reply = estimate_tokens([message])
+                charged_in = reported_in if reported_in >= prompt * MIN_TOKEN_SCALE else prompt
+                charged_out = reported_out if reported_out >= reply * MIN_TOKEN_SCALE else reply
+                price = call_price(prices, message.response_metadata.get("model_name"))
+                for name, value in zip(figures, (1, reported_in, reported_out, charged_in, charged_out), strict=True):
+                    spent[name] += value
+                spent["cost_usd"] += cost_at(price, charged_in, charged_out)
+                spent["priced_as"] += [price[0]] if price else []
+            prompt += estimate_tokens([message])
+        return spent
 
     def remaining(self) -> float | None:
         deadline = self.meter.deadline if self.meter is not None else None
@@ -929,6 +966,7 @@ class TaskRunner:
             carried = self._paused_usage.pop(run.task_id, None)
         if not carried:
             return
+        run.carried = True
         if carried["usage"] and run.meter is not None:
             run.meter.carry(carried["usage"])
         # The task began when its first segment did; the pause is waiting, not work.

@@ -43,6 +43,7 @@ from subagents.errors import (
     RuntimeStalled,
     SpecError,
     TaskStateError,
+    UnknownSubagent,
     safe_text,
 )
 from subagents.outcome import TaskCall, shows_something, task_id_for
@@ -265,7 +266,7 @@ class BackgroundTasks:
             return "local"
         # deepagents' words, which a model (or a test) used to them looks for.
         valid = ", ".join(f"`{name}`" for name in self.names) or "none"
-        raise TaskStateError(f"Unknown async subagent type `{safe_text(agent_type, 80)}`. Available types: {valid}")
+        raise UnknownSubagent(f"Unknown async subagent type `{safe_text(agent_type, 80)}`. Available types: {valid}")
 
     async def _launch(self, record: Mapping[str, Any], call: TaskCall, *, attempt: int) -> dict[str, Any]:
         if self._kind(call.subagent_type) == "remote":

@@ -55,14 +55,15 @@ def test_bad_ids_wrong_states_and_unknown_agents_get_clear_errors(background):
     unknown = results[1]
     assert unknown.status == "error" and unknown.content.startswith("Subagent 'nobody' failed:")
     assert "Unknown async subagent type `nobody`. Available types: `general-purpose`" in unknown.content
-    assert list(ledger(out)) == [task_id]
+    (refused,) = (r for r in ledger(out).values() if r["id"] != task_id)  # a start that ran no child is recorded
+    assert (refused["agent_type"], refused["stop_reason"], refused["transcript"]) == ("nobody", "invalid_call", "none:")
     wait_for(lambda: background.status(task_id) == "completed")
 
     out = agent.invoke(user("PARENT bad"), config)
     check, cancel = tool_messages(out)[-2:]
     for message in (check, cancel):
         assert message.status == "error"
-        assert message.content == f"No tracked task found for task_id: 'nope'. Known task ids: {task_id}."
+        assert message.content == f"No tracked task found for task_id: 'nope'. Known task ids: {task_id}, {refused['id']}."
 
     out = agent.invoke(user("PARENT wrong"), config)
     retry, cancel, done, running, bogus = tool_messages(out)[-5:]

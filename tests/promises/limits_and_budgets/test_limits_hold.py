@@ -177,8 +177,10 @@ def test_background_starts_and_task_calls_are_one_count_under_max_delegations(ru
     agent = create_deep_agent(model, background=True, checkpointer=InMemorySaver(),
     settings=DelegationSettings.of(max_delegations=3))
     out = run(agent, user("go"), {"configurable": {"thread_id": "one-count"}})
-    assert len(out["async_tasks"]) == 2 and {r["description"] for r in records(out)} == {"job c", "job e"}
+    assert {r["description"] for r in records(out)} == {"job c", "job e"}
     assert {r["description"]: r["stop_reason"] for r in records(out)}["job e"] == "refused"
+    started = {r["description"]: r["stop_reason"] for r in out["async_tasks"].values()}
+    assert started.keys() == {"job a", "job b", "job d"} and started["job d"] == "refused"  # recorded as task's
     refused = [m for m in tool_messages(out) if "delegation limit reached" in m.text]
     assert len(refused) == 2 and {m.status for m in refused} == {"error"}, refused
     last = [c for c in model.calls if any(m.type == "tool" for m in c["messages"])][-1]  # the parent's next

@@ -239,3 +239,23 @@ def test_unreadable_background_call_arguments_are_answered_recorded_and_retried(
     assert out["messages"][-1].text == "parent answer"
     (record,) = out["async_tasks"].values()
     assert record["status"] == "error" and record["stop_reason"] == "invalid_call"
+
+
+def test_every_background_start_that_runs_no_child_is_recorded_with_an_empty_transcript(run):
+    # Starts refused by max_delegations or naming an unknown agent had an error message and no record; a
+    # refused task call's record, and an invalid start's, had no transcript reference.
+    start = [tool_call("start_async_task", description=f"d{i}", subagent_type="general-purpose") for i in range(2)]
+    model = ScriptedChatModel(responses=[
+        {"tool_calls": [tool_call("start_async_task", description="x", subagent_type="nobody"),
+                        tool_call("task", description="t", subagent_type="general-purpose"), *start,
+                        tool_call("start_async_task", description="", subagent_type="general-purpose"),
+                        tool_call("task", description="u", subagent_type="general-purpose")]},
+        "parent answer"], default="child answer")
+    agent = create_deep_agent(model, background=True, settings=DelegationSettings.of(max_delegations=2))
+    out = run(agent, user("go"))
+    ids = {c["id"] for m in out["messages"] if isinstance(m, AIMessage) for c in m.tool_calls}
+    ids.update(c["id"] for m in out["messages"] if isinstance(m, AIMessage) for c in m.invalid_tool_calls)
+    recorded = [*records(out), *out["async_tasks"].values()]
+    assert sorted(r["tool_call_id"] for r in recorded) == sorted(ids)
+    refused = sorted((r["stop_reason"], r["transcript"]) for r in recorded if r["status"] == "error")
+    assert refused == [("invalid_call", "none:")] * 2 + [("refused", "none:")] * 3
