@@ -11,6 +11,7 @@ import asyncio
 import re
 import reprlib
 import signal
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -370,3 +371,22 @@ def safe_text(value: object, limit: int = _MAX_TEXT) -> str:
         text = f"{text[:limit]}... [{len(text) - limit} more characters]"
     return text
 
+
+
+# -- Which KeyboardInterrupt is the user's: read where a child's ending is judged (the runner, the meter's task
+# factory), set by the runner's SIGINT handler; here, below both, so neither imports the other for it.
+
+_STOP = threading.Event()  # set by the Ctrl-C handler; cleared when a handler is installed for a new run
+
+
+class CtrlCHandler:
+    """The base of the library's SIGINT handler (``subagents.runner``'s): what :func:`is_ctrl_c` recognises."""
+
+
+def is_ctrl_c() -> bool:
+    """Whether a ``KeyboardInterrupt`` raised here (this thread, now) may be the user's Ctrl-C. A signal reaches
+    the main thread alone, where a handler of ours notes it first (``subagents.runner.request_stop``); under
+    another handler, the main thread's cannot be told from code raising it. Any other is a child's own: it fails
+    that task alone."""
+    return _STOP.is_set() or (threading.current_thread() is threading.main_thread()
+                              and not isinstance(signal.getsignal(signal.SIGINT), CtrlCHandler))

@@ -960,7 +960,7 @@ async def _exit_kept(coro: Awaitable[Any]) -> Any:
     try:
         return await coro
     except KeyboardInterrupt as exc:
-        from subagents.runner import is_ctrl_c  # the runner notes each Ctrl-C (and imports this module)
+        from subagents.errors import is_ctrl_c
 
         if is_ctrl_c():
             raise

@@ -47,8 +47,10 @@ from subagents.boundary import (
 )
 from subagents.builder import call_format, requested_format
 from subagents.errors import (
+    _STOP,
     REAL_CANCELLATION,
     ChildExit,
+    CtrlCHandler,
     DelegationRefused,
     OutputSchemaError,
     ParentWriteRefused,
@@ -57,6 +59,7 @@ from subagents.errors import (
     SubagentError,
     TaskTimeout,
     UnknownSubagent,
+    is_ctrl_c,
     is_real_cancellation,
     safe_text,
 )
@@ -1061,21 +1064,12 @@ def _marked_if_cancelled(run: Delegation, in_flight: dict[int, Delegation] | Non
 # its own length (:func:`watch_interrupts`), since its children run on threads Python cannot interrupt.
 
 _IN_FLIGHT: dict[int, Delegation] = {}  # foreground delegations running now, in this process
-_STOP = threading.Event()  # set by the Ctrl-C handler; cleared when a handler is installed for a new run
 _WATCHING = threading.Event()  # set once watch_interrupts installed its handler, cleared as unwatch looks
 
 
 def stop_requested() -> bool:
     """Whether Ctrl-C was pressed during the run a handler of ours watches (and still does)."""
     return _STOP.is_set() and isinstance(signal.getsignal(signal.SIGINT), _CtrlC)
-
-
-def is_ctrl_c() -> bool:
-    """Whether a ``KeyboardInterrupt`` raised here (this thread, now) may be the user's Ctrl-C. A signal reaches
-    the main thread alone, where a handler of ours notes it first (:func:`request_stop`); under another handler,
-    the main thread's cannot be told from code raising it. Any other is a child's own: it fails that task alone."""
-    return _STOP.is_set() or (threading.current_thread() is threading.main_thread()
-                              and not isinstance(signal.getsignal(signal.SIGINT), _CtrlC))
 
 
 def request_stop() -> None:
@@ -1088,7 +1082,7 @@ def request_stop() -> None:
             run.meter.cancel()
 
 
-class _CtrlC:
+class _CtrlC(CtrlCHandler):
     """The SIGINT handler: :func:`request_stop`, then the handler it replaced."""
 
     def __init__(self, then: Any) -> None:
