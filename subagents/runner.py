@@ -574,7 +574,9 @@ class Delegation:
                 reply = estimate_tokens([message])
                 charged_in = reported_in if reported_in >= prompt * MIN_TOKEN_SCALE else prompt
                 charged_out = reported_out if reported_out >= reply * MIN_TOKEN_SCALE else reply
-                price = call_price(prices, message.response_metadata.get("model_name"))
+                # Its reply's name, if priced; else (renamed, a deployment, none) the dearest: never charged less.
+                price = call_price(prices, message.response_metadata.get("model_name")) or max(
+                    (prices or {}).items(), key=lambda item: sum(item[1]), default=None)
                 for name, value in zip(figures, (1, reported_in, reported_out, charged_in, charged_out), strict=True):
                     spent[name] += value
                 spent["cost_usd"] += cost_at(price, charged_in, charged_out)
