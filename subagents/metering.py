@@ -1,5 +1,4 @@
-"""Prices, the shared budget, and the one callback handler per child that meters it (a recorded child's
-:class:`RecordingMeter` hands each model event to its recorder first, whose failure costs only the transcript)."""
+"""Prices, the shared budget, and the one callback handler per child that meters it."""
 
 from __future__ import annotations
 
@@ -45,10 +44,6 @@ from subagents.errors import (
 from subagents.roles import ChildPolicy
 from subagents.transcripts import TranscriptSink
 
-# What a tree of agents may spend. One ``Budget`` counts the parent's calls and every child's; once spent, new
-# delegations are refused, running children stop at their next model call, and the parent gets one last call
-# without tools (:class:`middleware.root_turn_limit.RootBudget`).
-
 PriceTable = Mapping[str, tuple[float, float]]
 """Model name -> (USD per million input tokens, USD per million output tokens)."""
 
@@ -69,20 +64,18 @@ def token_count(value: Any) -> int:
         digits = text.lstrip("0") or "0"
         return MAX_REPORTED_TOKENS if len(digits) > 16 else min(int(digits), MAX_REPORTED_TOKENS)
     if isinstance(value, numbers.Integral):
-        number = int(value)
-    elif isinstance(value, (numbers.Real, decimal.Decimal)):
+        return min(max(int(value), 0), MAX_REPORTED_TOKENS)
+    if isinstance(value, (numbers.Real, decimal.Decimal)):
         real: Any = value  # compared before converting: a huge Fraction or Decimal does not fit a float
         try:
             if real != real or abs(real) == math.inf:  # NaN, or an infinity: no count at all
                 return 0
             if real >= MAX_REPORTED_TOKENS:
                 return MAX_REPORTED_TOKENS
-            number = int(real) if real > 0 else 0
+            return int(real) if real > 0 else 0
         except (ArithmeticError, TypeError, ValueError):  # a signalling NaN, for one
             return 0
-    else:
-        return 0
-    return min(max(number, 0), MAX_REPORTED_TOKENS)
+    return 0
 
 
 def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
@@ -103,12 +96,10 @@ _DATE_STAMP = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")  # gpt-4.1-2025-04-14
 
 
 def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[float, float]] | None:
-    """The one price of a call to model ``sent``: ``(price-table key, (input, output) USD per million)``, or ``None``.
+    """The price of a call to ``sent`` (as sent: after any fallback or router), ``(key, (input, output))`` or ``None``.
 
-    Priced when sent (after any fallback or router chose the model). A key matches exactly, or with a provider
-    prefix (``openai:``, ``openai/``) or a trailing date stamp (``-2025-04-14``, ``-20250414``) on one side only;
-    any other name (``o1-pro`` with only ``o1`` priced) has no price, so a dollar limit refuses its calls. Of
-    equal matches, the dearest is charged. Example: ``call_price(prices, "openai:gpt-4.1-mini-2025-04-14")``.
+    A key matches exactly, or with a provider prefix (``openai:``) or a date stamp (``-2025-04-14``) on one side
+    only; any other name (``o1-pro`` with only ``o1`` priced) has none. Of equal matches, the dearest is charged.
     """
     if not prices or not isinstance(sent, str) or not sent:
         return None
@@ -128,9 +119,8 @@ def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[
 
 
 def _refines(sent: str, name: str) -> bool:
-    """Whether ``name`` names a snapshot of the model ``sent``: the sent name, then ``-`` and a date stamp
-    (``gpt-4o-2024-05-13``, ``gpt-4-0613``; never ``gpt-4o-mini`` or ``claude-sonnet-4-5``, other models), a
-    provider prefix taken off one side at most, as :func:`call_price` does."""
+    """Whether ``name`` is ``sent`` then ``-`` and a date stamp (``gpt-4-0613``; never ``gpt-4o-mini`` or
+    ``claude-sonnet-4-5``), a provider prefix off one side at most."""
     bare_sent, bare = _PROVIDER_PREFIX.sub("", sent), _PROVIDER_PREFIX.sub("", name)
     pairs = ((sent, name), (bare_sent, name), (sent, bare))
     return any(b.startswith(f"{a}-") and _SNAPSHOT.fullmatch(b[len(a) + 1:]) is not None for a, b in pairs)
@@ -141,9 +131,8 @@ _SNAPSHOT = re.compile(r"\d{4}(?:-?\d{2}-?\d{2})?")  # 0613, 20241022, 2024-05-1
 
 def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, tuple[float, float]] | None,
                 replied: str | None) -> tuple[str, tuple[float, float]] | None:
-    """The price a call is charged: ``priced`` (its sent model's, :func:`call_price`), unless its reply names a
-    priced refinement of the sent name (``gpt-4o`` answered as ``gpt-4o-2024-05-13``): then that name's own.
-    Any other name a reply gives is ignored."""
+    """``priced`` (the sent model's), or that of a priced snapshot the reply names (``gpt-4o`` answered as
+    ``gpt-4o-2024-05-13``); any other name a reply gives is ignored."""
     if not sent or not isinstance(replied, str) or not _refines(sent, replied):
         return priced
     return call_price(prices, replied) or priced
@@ -179,8 +168,7 @@ def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[fl
 
 
 def run_prices(prices: Any, budget: Budget | None) -> dict[str, tuple[float, float]] | None:
-    """The one table a run prices its calls by: ``prices``, and the ``budget``'s entries it lacks (a model
-    the two price differently is a ``ValueError``: a call has one price)."""
+    """``prices`` and the ``budget``'s entries it lacks; a model the two price differently is a ``SpecError``."""
     given = check_prices(prices) if prices is not None else None
     own = budget.prices if budget is not None else {}
     if given is None:
@@ -195,18 +183,13 @@ def run_prices(prices: Any, budget: Budget | None) -> dict[str, tuple[float, flo
 def estimate_tokens(payload: Any) -> int:
     """A cheap upper-leaning guess of a prompt's tokens: four ASCII characters a token, and a token for
     every other character (CJK text bills at one or more a character)."""
-    chars = 0
-    others = 0
+    chars = others = 0
     stack = [payload]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if item.isascii():
-                chars += len(item)
-            else:
-                wide = sum(not char.isascii() for char in item)
-                chars += len(item) - wide
-                others += wide
+            wide = 0 if item.isascii() else sum(not char.isascii() for char in item)
+            chars, others = chars + len(item) - wide, others + wide
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
         elif isinstance(item, dict):
@@ -215,8 +198,7 @@ def estimate_tokens(payload: Any) -> int:
             content = getattr(item, "content", None)
             if content is not None:
                 stack.append(content)
-            # All a reply carries is billed: its tool calls (name and arguments), those that did not parse, and
-            # its extras (reasoning) but for the raw tool calls, which the two repeat.
+            # Billed too: its tool calls, parsed or not, and its extras (reasoning) but the raw calls they repeat.
             calls = [*(getattr(item, "tool_calls", None) or ()), *(getattr(item, "invalid_tool_calls", None) or ())]
             stack.extend(f"{c.get('name', '')}{c.get('args', '')}" for c in calls)
             extras = getattr(item, "additional_kwargs", None)
@@ -233,9 +215,7 @@ def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
     its ``invocation_params`` (billed on every call; with many tools, more than the conversation)."""
     tokens = estimate_tokens(messages)
     if isinstance(invocation_params, Mapping):
-        extras = [invocation_params.get(key) for key in PROMPT_EXTRAS]
-        extras = [extra for extra in extras if extra]
-        if extras:
+        if extras := [extra for key in PROMPT_EXTRAS if (extra := invocation_params.get(key))]:
             try:
                 text = json.dumps(extras, default=str)
             except (TypeError, ValueError, RecursionError):  # an odd schema: its text, roughly
@@ -255,10 +235,9 @@ def learned_scale(estimated: int, charged: int) -> float:
 
 
 class Budget:
-    """Tokens and/or USD shared by a parent and all its children."""
+    """Tokens and/or USD shared by a parent and all its children: once spent, new delegations are refused and
+    running children stop at their next model call."""
 
-    tokens: int
-    usd: float
     reserved: int  # held by running calls
     reserved_usd: float
     # The smallest call refused, and the least room a child foresaw for a call and its wrap-up
@@ -267,6 +246,7 @@ class Budget:
     _smallest_refused_usd: float | None
     _foreseen: int | None
     _foreseen_usd: float | None
+
     def __init__(self, *, max_tokens: int | None = None, max_usd: float | None = None,
                  prices: PriceTable | None = None) -> None:
         # A NaN limit would compare false forever (a budget that never stops), a bool or text is a slip.
@@ -286,10 +266,9 @@ class Budget:
     def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *,
              refuse: bool = True, alone_at_estimate: bool = False,
              instead_of: tuple[int, float] = (0, 0.0)) -> tuple[int, float]:
-        """Reserve a call estimated at ``estimate`` tokens, at the learned ratio or :data:`MAX_TOKEN_SCALE`
-        before one (a first parallel wave passes the limit by its outputs at most). ``alone_at_estimate``: with
-        nothing else held, a call whose estimate fits goes through, holding the clamp. ``instead_of``: room held
-        ahead for this call (:meth:`TaskMeter.last_call`), given back under the same lock."""
+        """Reserve a call of ``estimate`` tokens at the learned ratio, or :data:`MAX_TOKEN_SCALE` before one.
+        ``alone_at_estimate``: with nothing else held, an estimate that fits goes through, holding the clamp.
+        ``instead_of``: room held ahead for this call (:meth:`TaskMeter.last_call`), given back under the lock."""
         with self._lock:
             self.reserved = max(0, self.reserved - instead_of[0])
             self.reserved_usd = max(0.0, self.reserved_usd - instead_of[1])
@@ -326,18 +305,22 @@ class Budget:
         if refuse and self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
             if remember:
                 self._smallest_refused = min(self._smallest_refused or tokens, tokens)
-            raise BudgetExceeded(f"the shared token budget cannot cover another call ({self.tokens} spent, "
-                                 f"{self.reserved} held by running calls, ~{tokens} more needed, "
-                                 f"limit {self.max_tokens})", limit=self.max_tokens, spent=self.tokens, unit="tokens")
+            raise self._over("tokens", f"cannot cover another call ({self.tokens} spent, {self.reserved} held by "
+                                       f"running calls, ~{tokens} more needed, limit {self.max_tokens})")
         if refuse and self.max_usd is not None and self.usd + self.reserved_usd + cost > self.max_usd:
             if remember:
                 self._smallest_refused_usd = min(self._smallest_refused_usd or cost, cost)
-            raise BudgetExceeded(f"the shared budget cannot cover another call (${self.usd:.4f} spent, "
-                                 f"${self.reserved_usd:.4f} held by running calls, ~${cost:.4f} more needed, "
-                                 f"limit ${self.max_usd:.4f})", limit=self.max_usd, spent=self.usd, unit="usd")
+            raise self._over("usd", f"cannot cover another call (${self.usd:.4f} spent, ${self.reserved_usd:.4f} "
+                                    f"held by running calls, ~${cost:.4f} more needed, limit ${self.max_usd:.4f})")
         self.reserved += tokens
         self.reserved_usd += cost
         return tokens, cost
+
+    def _over(self, unit: Literal["tokens", "usd"], why: str) -> BudgetExceeded:
+        """The shared budget's ``unit`` limit refusing, ``why`` in words."""
+        if unit == "tokens":
+            return BudgetExceeded(f"the shared token budget {why}", limit=self.max_tokens, spent=self.tokens, unit=unit)
+        return BudgetExceeded(f"the shared budget {why}", limit=self.max_usd, spent=self.usd, unit=unit)
 
     def release(self, tokens: int, usd: float = 0.0) -> None:
         """Give back a reservation once its call has ended (its real usage is charged)."""
@@ -364,26 +347,22 @@ class Budget:
 
     def spent_error(self, *, foreseen: bool = False) -> BudgetExceeded | None:
         """The :class:`BudgetExceeded` once the budget is spent, else ``None``. ``foreseen`` (new work): also once
-        what is left cannot cover the smallest call refused or a child's foreseen call and wrap-up (running
-        children are judged without either: one sibling's huge prompt refuses no small calls)."""
+        what is left cannot cover the smallest call refused or a child's foreseen call and wrap-up (not for
+        running children: one sibling's huge prompt refuses no small calls)."""
         if self.max_tokens is not None and self.tokens >= self.max_tokens:
-            return BudgetExceeded(f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens)",
-                                  limit=self.max_tokens, spent=self.tokens, unit="tokens")
+            return self._over("tokens", f"is spent ({self.tokens}/{self.max_tokens} tokens)")
         if self.max_usd is not None and self.usd >= self.max_usd:
-            return BudgetExceeded(f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})",
-                                  limit=self.max_usd, spent=self.usd, unit="usd")
+            return self._over("usd", f"is spent (${self.usd:.4f}/${self.max_usd:.4f})")
         if not foreseen:  # a running child's call: refused only when it does not fit (_reserve)
             return None
         need = min((n for n in (self._smallest_refused, self._foreseen) if n is not None), default=None)
         need_usd = min((n for n in (self._smallest_refused_usd, self._foreseen_usd) if n is not None), default=None)
         if self.max_tokens is not None and need is not None and self.tokens + need > self.max_tokens:
-            return BudgetExceeded(f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens: "
-                                  f"too little is left for a call of ~{need})",
-                                  limit=self.max_tokens, spent=self.tokens, unit="tokens")
+            return self._over("tokens", f"is spent ({self.tokens}/{self.max_tokens} tokens: too little is left for "
+                                        f"a call of ~{need})")
         if self.max_usd is not None and need_usd is not None and self.usd + need_usd > self.max_usd:
-            return BudgetExceeded(f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f}: "
-                                  f"too little is left for a call of ~${need_usd:.4f})",
-                                  limit=self.max_usd, spent=self.usd, unit="usd")
+            return self._over("usd", f"is spent (${self.usd:.4f}/${self.max_usd:.4f}: too little is left for a "
+                                     f"call of ~${need_usd:.4f})")
         return None
 
     def charge(self, model_name: str | None, input_tokens: Any, output_tokens: Any) -> float:
@@ -422,14 +401,10 @@ class Budget:
             self.usd = self.reserved_usd = 0.0
             self._smallest_refused = self._smallest_refused_usd = self._foreseen = self._foreseen_usd = None
 
-    def snapshot(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "usd": round(self.usd, 6),
-                "max_tokens": self.max_tokens, "max_usd": self.max_usd}
 
-
-# A TaskMeter in the child's callbacks sees every model call; raising (``raise_error``), it stops the child at
-# its next model or tool call (the only way to end an abandoned child's thread on ``invoke``). It remembers where
-# errors came from, so failures are classified by type and origin, never by message.
+# A TaskMeter raising from a callback stops the child at its next model or tool call (the only way to end an
+# abandoned child's thread on ``invoke``); it remembers where errors came from, so failures are classified by
+# type and origin, never by message.
 
 # The interpreter's messages for a GeneratorExit that a coroutine or generator did not let end it.
 _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generator ignored GeneratorExit",
@@ -450,8 +425,7 @@ class _MeterStopsAreNotCallbackErrors(logging.Filter):
                     and args[0] in _class_names(TaskMeter) | _class_names(_NodeMeter))
 
 
-def _class_names(cls: type) -> set[str]:
-    """The names of ``cls`` and its subclasses, as they are now."""
+def _class_names(cls: type) -> set[str]:  # of cls and its subclasses, as they are now
     return {cls.__name__}.union(*map(_class_names, cls.__subclasses__()))
 
 
@@ -496,11 +470,9 @@ class TaskMeter(BaseCallbackHandler):
         self.said = ""  # the child's latest text (WrapUp notes it): its answer if a limit ends it before its wrap-up
         self._wrap_up_sent = False
         self._last_estimate: int | None = None  # the last call's prompt, as estimated when sent
-        # The highest believed / estimated input ratio its calls showed: its own limits are judged at it.
-        self._own_scale: float | None = None
+        self._own_scale: float | None = None  # the highest believed / estimated input ratio: own limits use it
         self.longest_call_s = 0.0  # the longest model call, so the wrap-up comes while time covers one
-        # The last call's tool schemas and response format, in estimated tokens (None until a call is sent).
-        self.extras_estimate: int | None = None
+        self.extras_estimate: int | None = None  # the last call's tool schemas and response format, estimated
         # What it holds in the shared budget for its next call and wrap-up (None: settled), and the part
         # the next call takes over (Budget.hold's instead_of).
         self._room_held: tuple[int, float] | None = (0, 0.0)
@@ -575,8 +547,7 @@ class TaskMeter(BaseCallbackHandler):
 
     def cut_before_wrap_up(self, exc: BaseException) -> tuple[SubagentError, str] | None:
         """``(limit, the child's last text)`` when ``exc`` is (or stands in for) a limit this meter refused a call
-        with before the wrap-up was made (a root middleware's own call, in ``before_model``) or after it answered
-        (one in ``after_model``), wrap-ups on and something said; else ``None``."""
+        with before the wrap-up (a middleware's own call in ``before_model``) or after it (``after_model``)."""
         if self.wrap_up in (None, False) or not self.said:
             return None
         try:
@@ -587,18 +558,9 @@ class TaskMeter(BaseCallbackHandler):
             return None
         return (self.wrapped_up or stop, self.said) if self._raised(stop) else None
 
-    def raise_if_stopped(self) -> None:
-        """Raise the meter's own stop (deadline passed, cancelled, budget spent) if there is one now."""
-        self._check()
-
     def last_call(self, estimate: int, model_name: str | None) -> SubagentError | None:
         """The limit that will refuse the call after the next one (making the next its wrap-up), or ``None``.
-
-        Turns: the next is the ``max_turns``-th. Time: less than the :attr:`wrap_up` share of ``timeout_s``, or
-        two calls at :attr:`longest_call_s`, is left. Tokens and dollars: what is left covers the next call but
-        not the one after (its prompt grown as this one's did). A task going on holds room in the shared budget
-        for both, so parallel siblings cannot take the room each one's wrap-up needs.
-        """
+        A task going on holds room in the shared budget for both, so siblings cannot take its wrap-up's room."""
         held = self._room_held or (0, 0.0)
         self._room_for_call = held  # a wrap-up: the call takes over all that is held
         if self.max_turns is not None and self.model_calls + 1 >= self.max_turns:
@@ -626,12 +588,9 @@ class TaskMeter(BaseCallbackHandler):
         spent = self.charged_input_tokens + self.charged_output_tokens
         # Worded as the limit's own stop would be: a wrap-up with no answer ends the task as that stop did.
         if self.max_tokens is not None and spent + need > self.max_tokens:
-            return BudgetExceeded(f"exceeded its max_tokens ({spent}/{self.max_tokens} tokens, with the one more "
-                                  "call it had room for)", limit=self.max_tokens, spent=spent, unit="tokens")
+            return self._over_own("tokens", spent, ", with the one more call it had room for")
         if self.max_usd is not None and self.cost_usd + need_usd > self.max_usd:
-            return BudgetExceeded(f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f}, with "
-                                  "the one more call it had room for)", limit=self.max_usd, spent=self.cost_usd,
-                                  unit="usd")
+            return self._over_own("usd", self.cost_usd, ", with the one more call it had room for")
         if budget is not None:
             # Both calls as the budget will hold them: at the clamp before a ratio is learned.
             need, need_usd, now = need_at(learned or MAX_TOKEN_SCALE)
@@ -644,13 +603,9 @@ class TaskMeter(BaseCallbackHandler):
                     return None
             if learned is not None:  # at the clamp, they are no measure of what new work needs
                 budget.foresee(need, need_usd)
-            if short == "tokens":
-                return BudgetExceeded(f"the shared token budget cannot cover another call ({budget.tokens} spent, "
-                                      f"limit {budget.max_tokens}; it had room for one more)",
-                                      limit=budget.max_tokens, spent=budget.tokens, unit="tokens")
-            return BudgetExceeded(f"the shared budget cannot cover another call (${budget.usd:.4f} spent, "
-                                  f"limit ${budget.max_usd:.4f}; it had room for one more)",
-                                  limit=budget.max_usd, spent=budget.usd, unit="usd")
+            spent_then = (f"{budget.tokens} spent, limit {budget.max_tokens}" if short == "tokens"
+                          else f"${budget.usd:.4f} spent, limit ${budget.max_usd:.4f}")
+            return budget._over(short, f"cannot cover another call ({spent_then}; it had room for one more)")
         return None
 
     def settled_usage(self) -> dict[str, Any]:
@@ -681,7 +636,8 @@ class TaskMeter(BaseCallbackHandler):
         named = ", ".join(part for part in parts if part)
         return f"Limits: at most {named}. Near one, your last call has no tools: answer then." if named else ""
 
-    def _check(self, *, call: bool = False) -> None:
+    def raise_if_stopped(self, *, call: bool = False) -> None:
+        """Raise the meter's own stop (deadline passed, cancelled, budget spent) if there is one now."""
         if self._stop is not None:
             raise self._raising(self._stop)
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -690,19 +646,20 @@ class TaskMeter(BaseCallbackHandler):
         # the next call is the wrap-up. Without a wrap-up, and after it, the limit refuses.
         if self._wrap_up_sent or self.wrap_up in (None, False) or \
                 (self.wrapped_up is None) is call:  # a call before the wrap-up was made, or a step after it
-            self._check_own_limits()
+            tokens = self.charged_input_tokens + self.charged_output_tokens
+            if self.max_tokens is not None and tokens >= self.max_tokens:
+                raise self._raising(self._over_own("tokens", tokens))
+            if self.max_usd is not None and self.cost_usd >= self.max_usd:
+                raise self._raising(self._over_own("usd", self.cost_usd))
         if self.refuses and self.budget is not None and (spent := self.budget.spent_error()) is not None:
             raise self._raising(spent)
 
-    def _check_own_limits(self) -> None:
-        tokens = self.charged_input_tokens + self.charged_output_tokens
-        if self.max_tokens is not None and tokens >= self.max_tokens:
-            raise self._raising(BudgetExceeded(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)",
-                                               limit=self.max_tokens, spent=tokens, unit="tokens"))
-        if self.max_usd is not None and self.cost_usd >= self.max_usd:
-            raise self._raising(BudgetExceeded(f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/"
-                                               f"${self.max_usd:.4f})", limit=self.max_usd, spent=self.cost_usd,
-                                               unit="usd"))
+    def _over_own(self, unit: Literal["tokens", "usd"], spent: float, note: str = "") -> BudgetExceeded:
+        if unit == "tokens":
+            return BudgetExceeded(f"exceeded its max_tokens ({spent}/{self.max_tokens} tokens{note})",
+                                  limit=self.max_tokens, spent=spent, unit=unit)
+        return BudgetExceeded(f"exceeded its max_budget_per_run (${spent:.4f}/${self.max_usd:.4f}{note})",
+                              limit=self.max_usd, spent=spent, unit=unit)
 
     def _raising(self, error: SubagentError) -> SubagentError:
         """``error``, marked as the meter's own: a tool it passes through does not make it the tool's. On the
@@ -717,7 +674,7 @@ class TaskMeter(BaseCallbackHandler):
         return issubclass(type(exc), SubagentError) and vars(exc).get(_RAISED_BY) is self
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
-        self._check(call=True)
+        self.raise_if_stopped(call=True)
         wrapping = self.wrapped_up is not None and not self._wrap_up_sent
         self._wrap_up_sent = self.wrapped_up is not None
         with self._lock:
@@ -749,7 +706,7 @@ class TaskMeter(BaseCallbackHandler):
         self._start_call(run_id, prompts, kwargs)
 
     def on_tool_start(self, serialized: Any, input_str: str, *, run_id: Any = None, **kwargs: Any) -> None:
-        self._check()
+        self.raise_if_stopped()
         name = (serialized or {}).get("name") if isinstance(serialized, Mapping) else None
         with self._lock:  # parallel tool calls of one child start and end on several threads
             self._tools[run_id] = (str(name or kwargs.get("name") or "a tool"), time.monotonic())
@@ -759,9 +716,6 @@ class TaskMeter(BaseCallbackHandler):
             self._progress(name or kwargs.get("name"), _main_argument(kwargs.get("inputs")))
 
     def on_tool_end(self, output: Any, *, run_id: Any = None, **kwargs: Any) -> None:
-        self._tool_done(run_id)
-
-    def _tool_done(self, run_id: Any) -> None:
         with self._lock:
             started = self._tools.pop(run_id, None)
         if started is not None:
@@ -793,17 +747,12 @@ class TaskMeter(BaseCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, response: LLMResult | None = None,
                      **kwargs: Any) -> None:
-        self._saw(error, "model_error")
         self._ended_unfinished(run_id, response)
-        if isinstance(error, SystemExit) and not from_signal_handler(error):
-            raise ChildExit(error) from error  # as a tool's (below): this task's end, not the process's
+        self._saw(error, "model_error")
 
     def on_tool_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
-        self._tool_done(run_id)
+        self.on_tool_end(None, run_id=run_id)
         self._saw(error, "tool_error")
-        if isinstance(error, SystemExit) and not from_signal_handler(error):
-            # A tool's sys.exit (argparse) ends this task, not the process: raised here, it replaces it.
-            raise ChildExit(error) from error
 
     def _ended_unfinished(self, run_id: Any, response: LLMResult | None = None) -> None:
         # A call it let start was sent: failed or abandoned (a stream closed early ends in GeneratorExit, a
@@ -817,10 +766,12 @@ class TaskMeter(BaseCallbackHandler):
             return  # the meter's own stop passing through a tool: no tool's error, nor like one
         self._seen.append((error, origin))
         del self._seen[:-8]
+        if isinstance(error, SystemExit) and not from_signal_handler(error):
+            # A model's or tool's sys.exit (argparse) ends this task, not the process: raised here, it replaces it.
+            raise ChildExit(error) from error
 
     def _sent(self, prompt: Any, kwargs: dict[str, Any], wrapping: bool = False) -> _Call:
-        """The call as sent: its model, its one price, its prompt's estimate, what the budget holds for it.
-        Under a dollar limit a call whose model has no price is refused: counted at $0, it would never stop."""
+        """The call as sent, priced and held. Under a dollar limit an unpriced model is refused (at $0, never stops)."""
         name = _model_name(kwargs)
         budget = self.budget
         table = self.prices or (budget.prices if budget is not None else None)
@@ -847,9 +798,8 @@ class TaskMeter(BaseCallbackHandler):
 
     def _hold_own(self, estimate: int, name: str | None,
                   priced: tuple[str, tuple[float, float]] | None) -> tuple[int, float]:
-        """Hold a call's prompt against the task's own ``max_tokens`` and ``max_usd`` before it is sent, as the
-        budget does, or refuse it when spent + held + this passes one: a tool's calls (one huge prompt, or a
-        batch) keep within them too. At the ratio they are judged at (:meth:`last_call`)."""
+        """Hold a call's prompt against the task's own limits, as the budget does, or refuse it when spent + held +
+        this passes one (a tool's calls, one huge prompt or a batch, keep within them too)."""
         if self.max_tokens is None and self.max_usd is None:
             return 0, 0.0
         learned = self.budget.learned(name) if self.budget is not None else None
@@ -858,12 +808,10 @@ class TaskMeter(BaseCallbackHandler):
         with self._lock:
             spent = self.charged_input_tokens + self.charged_output_tokens + self._own_held[0]
             if self.max_tokens is not None and spent + tokens > self.max_tokens:
-                raise BudgetExceeded(f"exceeded its max_tokens ({spent}/{self.max_tokens} tokens spent and held, "
-                                     f"~{tokens} more needed)", limit=self.max_tokens, spent=spent, unit="tokens")
+                raise self._over_own("tokens", spent, f" spent and held, ~{tokens} more needed")
             cost = self.cost_usd + self._own_held[1]
             if self.max_usd is not None and cost + usd > self.max_usd:
-                raise BudgetExceeded(f"exceeded its max_budget_per_run (${cost:.4f}/${self.max_usd:.4f} spent and "
-                                     f"held, ~${usd:.4f} more needed)", limit=self.max_usd, spent=cost, unit="usd")
+                raise self._over_own("usd", cost, f" spent and held, ~${usd:.4f} more needed")
             self._own_held = (self._own_held[0] + tokens, self._own_held[1] + usd)
         return tokens, usd
 
@@ -871,8 +819,7 @@ class TaskMeter(BaseCallbackHandler):
         with self._lock:
             self._own_held = (max(0, self._own_held[0] - own[0]), max(0.0, self._own_held[1] - own[1]))
 
-    def _release(self, run_id: Any) -> _Call | None:
-        """Give back the call's reservation; the call as it was sent (``None``: not seen starting)."""
+    def _release(self, run_id: Any) -> _Call | None:  # the call as sent, its holds given back (None: not seen)
         call = self._calls.pop(run_id, None)
         if call is None:
             return None
@@ -915,14 +862,14 @@ class TaskMeter(BaseCallbackHandler):
             self.cost_usd += cost
             if priced is not None:
                 self.priced_as.add(priced[0])
-        if call.estimate and charged_in == reported_in:  # a believed report: what this task's tokenizer is
+        if budget is not None:
+            budget.spend(charged_in + charged_out, cost)
+        # Only a believed report teaches a ratio (the task's, the budget's): an estimate shows nothing of a tokenizer.
+        if call.estimate and charged_in == reported_in:
             scale = learned_scale(call.estimate, charged_in)
             with self._lock:
                 self._own_scale = max(scale, self._own_scale or scale)
-        if budget is not None:
-            budget.spend(charged_in + charged_out, cost)
-            # Only a believed report teaches the ratio: an estimate shows nothing of the tokenizer.
-            if call.estimate and charged_in == reported_in:
+            if budget is not None:
                 budget.learn(call.model, call.estimate, charged_in)  # keyed as the next reservation will be
 
 
@@ -937,10 +884,9 @@ register_configure_hook(_METER_IN_FORCE, inheritable=True)
 
 
 def keep_child_exits() -> None:
-    """Hold a ``SystemExit`` (not a signal handler's), ``KeyboardInterrupt`` (no Ctrl-C's) or ``GeneratorExit``
-    raised in any asyncio task made where a child runs as a :class:`ChildExit` (asyncio would end the parent's run
-    with the first two and close the awaiting chain with the last), in the loop's task factory: the one place every
-    task passes."""
+    """Make a ``SystemExit`` (not a signal handler's), ``KeyboardInterrupt`` (no Ctrl-C's) or ``GeneratorExit`` in
+    an asyncio task made where a child runs a :class:`ChildExit` (asyncio would end the parent's run with the first
+    two, close the awaiting chain with the last), in the loop's task factory: the one place every task passes."""
     loop = asyncio.get_running_loop()
     if not isinstance(loop.get_task_factory(), _ExitsKept):
         loop.set_task_factory(_ExitsKept(loop.get_task_factory()))
@@ -1014,10 +960,9 @@ class RunEnded(BudgetExceeded, ParentCommand):
 
 
 class RunMeter(TaskMeter):
-    """The root graph's callback (``SubAgentMiddleware.metered(graph)``) counting every model call no other
-    meter counts (a root middleware's own) against the budget, and refusing one as a child's is: with
-    :class:`RunEnded`, whose node, left uncaught, ends the run on ``ended(refused)``. Calls in the root's tool
-    step are refused by :attr:`in_tools`, as a child's are."""
+    """The root graph's callback counting every model call no other meter counts (a root middleware's own) against
+    the budget; a refusal is a :class:`RunEnded` (the run ends on ``ended(refused)``). :attr:`in_tools` meters the
+    root's tool step, as a child's."""
 
     ignore_agent = True  # tool events: the root's tools are never this meter's to stop
 
@@ -1064,11 +1009,9 @@ MAX_FOLLOWED = 4096  # runs a _NodeMeter follows at once: far more than run toge
 
 
 class _NodeMeter(BaseCallbackHandler):
-    """Hands the run's meter a model call made in a metered graph's node with callbacks of its own (a root
-    middleware's summariser given a tracer), which replace the run's and the meter with them: found in the
-    node's config (no parent run), or followed from a run so started (with_retry, a chain), through its parent run
-    or, with none, the run whose context it is made in (with_fallbacks). The meter charges
-    a call it sees twice once (:meth:`RunMeter._start_call`)."""
+    """Hands the run's meter a model call made in a metered node with callbacks of its own, which replace the run's
+    (a root middleware's summariser given a tracer): the meter is in the node's config (no parent run), or followed
+    from a run so started (with_retry, a chain), or the run whose context it is made in (with_fallbacks)."""
 
     raise_error = True  # the meter's refusal of an unpriced model is the call's
     run_inline = True
@@ -1287,12 +1230,10 @@ class RecordingMeter(TaskMeter):
         self._end_call(run_id, response)
 
 
-# Limits end a task with an answer. :class:`WrapUp` (in every built child with tools) reads the task's meter
-# before each model call: from the second call on it adds the limits line; on the last call a limit allows
-# (:meth:`TaskMeter.last_call`) it offers no tools, adds :data:`WRAP_UP_PROMPT` and drops any tool call of the
-# reply; the runner records the task ``partial`` with the limit's ``stop_reason`` (no text: the limit's error).
-# When other calls took the turns left, none is sent: the child's last text (:func:`_noted`) is the answer.
-# Budgets keep room for the wrap-up, so their bound on overshoot is unchanged. A compiled subagent has no wrap.
+# Limits end a task with an answer. :class:`WrapUp` (in every built child with tools) adds the limits line from the
+# second call on; on the last call a limit allows (:meth:`TaskMeter.last_call`) it offers no tools, adds
+# :data:`WRAP_UP_PROMPT` and drops the reply's tool calls; the runner records the task ``partial``. Budgets keep
+# room for the wrap-up, so their bound on overshoot is unchanged. A compiled subagent has no wrap-up.
 
 
 DEFAULT_WRAP_UP_SHARE = 0.15  # the share of timeout_s left that makes the next call the wrap-up (9s of 60s)
@@ -1365,9 +1306,13 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | Mode
     # Estimated as the meter will, only under a token or dollar limit.
     estimate = 0
     if meter.max_tokens is not None or meter.max_usd is not None or meter.budget is not None:
-        extras = meter.extras_estimate if meter.extras_estimate is not None else _schemas_estimate(request)
+        extras = meter.extras_estimate
+        if extras is None:  # the first call: its tool schemas, as TaskMeter._sent counts them
+            schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
+            extras = prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
         estimate = estimate_tokens([request.system_message, *request.messages]) + extras
-    stop = meter.last_call(estimate, _name_of(request.model))
+    name = getattr(request.model, "model_name", None) or getattr(request.model, "model", None)
+    stop = meter.last_call(estimate, name if isinstance(name, str) and name else None)
     if stop is None:
         return request, False
     if isinstance(stop, MaxTurnsReached) and meter.model_calls >= stop.max_turns and meter.wrapped_up is None:
@@ -1386,17 +1331,6 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | Mode
 @functools.cache
 def _wrap_up_prompt_tokens() -> int:
     return estimate_tokens([HumanMessage(WRAP_UP_PROMPT)]) - estimate_tokens(())
-
-
-def _name_of(model: Any) -> str | None:
-    name = getattr(model, "model_name", None) or getattr(model, "model", None)
-    return name if isinstance(name, str) and name else None
-
-
-def _schemas_estimate(request: ModelRequest[Any]) -> int:
-    """The request's tool schemas in estimated tokens, as :meth:`TaskMeter._sent` counts them (first call)."""
-    schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
-    return prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
 
 
 def _noted(response: ModelResponse[Any]) -> ModelResponse[Any]:
