@@ -85,10 +85,8 @@ def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int
 
 def cost_at(priced: tuple[str, tuple[float, float]] | None, input_tokens: Any, output_tokens: Any) -> float:
     """The USD cost of ``input_tokens`` and ``output_tokens`` at a price :func:`call_price` decided (0.0: none)."""
-    if priced is None:
-        return 0.0
-    price = priced[1]
-    return (token_count(input_tokens) * price[0] + token_count(output_tokens) * price[1]) / 1_000_000
+    return 0.0 if priced is None else \
+        (token_count(input_tokens) * priced[1][0] + token_count(output_tokens) * priced[1][1]) / 1_000_000
 
 
 _PROVIDER_PREFIX = re.compile(r"^[a-z][a-z0-9_-]*[:/]")  # openai:gpt-4.1, openai/gpt-4.1
@@ -136,13 +134,6 @@ def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, 
     if not sent or not isinstance(replied, str) or not _refines(sent, replied):
         return priced
     return call_price(prices, replied) or priced
-
-
-def _held_input_price(prices: PriceTable | None, sent: str | None,
-                      priced: tuple[str, tuple[float, float]] | None) -> float:
-    """The input price a call is held at: the dearest its reply may refine it to (:func:`reply_price`)."""
-    refined = [price[0] for key, price in (prices or {}).items() if sent and _refines(sent, key)]
-    return max([priced[1][0] if priced else 0.0, *refined])
 
 
 def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
@@ -250,8 +241,7 @@ class Budget:
     def __init__(self, *, max_tokens: int | None = None, max_usd: float | None = None,
                  prices: PriceTable | None = None) -> None:
         # A NaN limit would compare false forever (a budget that never stops), a bool or text is a slip.
-        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
-                                       or max_tokens <= 0):
+        if max_tokens is not None and (type(max_tokens) is bool or not isinstance(max_tokens, int) or max_tokens <= 0):
             raise SpecError(f"Budget: max_tokens must be positive, a whole number of tokens (got {max_tokens!r:.80})")
         if max_usd is not None and (isinstance(max_usd, bool) or not isinstance(max_usd, (int, float))
                                     or not 0 < max_usd < float("inf")):
@@ -392,8 +382,7 @@ class Budget:
 
     def exhausted(self) -> str | None:
         """Why the budget is spent for new work (see :meth:`spent_error`'s ``foreseen``), or ``None`` if it is not."""
-        spent = self.spent_error(foreseen=True)
-        return None if spent is None else str(spent)
+        return None if (spent := self.spent_error(foreseen=True)) is None else str(spent)
 
     def reset(self) -> None:
         with self._lock:
@@ -401,10 +390,6 @@ class Budget:
             self.usd = self.reserved_usd = 0.0
             self._smallest_refused = self._smallest_refused_usd = self._foreseen = self._foreseen_usd = None
 
-
-# A TaskMeter raising from a callback stops the child at its next model or tool call (the only way to end an
-# abandoned child's thread on ``invoke``); it remembers where errors came from, so failures are classified by
-# type and origin, never by message.
 
 # The interpreter's messages for a GeneratorExit that a coroutine or generator did not let end it.
 _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generator ignored GeneratorExit",
@@ -415,14 +400,12 @@ _RAISED_BY = "_subagents_raised_by"  # the meter a stop was raised by (TaskMeter
 STALL_NOTE_S = 0.5  # How far past its deadline a task must run before its timeout says what held it.
 
 
-class _MeterStopsAreNotCallbackErrors(logging.Filter):
+def _not_a_meter_stop(record: logging.LogRecord) -> bool:
     """Drops LangChain's "Error in TaskMeter.on_... callback" warning for a meter's stop: a stop is how the
     meter ends a child and reaches the task's record, not a callback error. Other handlers' pass."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args
-        return not (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], str)
-                    and args[0] in _class_names(TaskMeter) | _class_names(_NodeMeter))
+    args = record.args
+    return not (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], str)
+                and args[0] in _class_names(TaskMeter) | _class_names(_NodeMeter))
 
 
 def _class_names(cls: type) -> set[str]:  # of cls and its subclasses, as they are now
@@ -430,17 +413,17 @@ def _class_names(cls: type) -> set[str]:  # of cls and its subclasses, as they a
 
 
 # The logger is LangChain's callback manager's (named for its module, as logging.getLogger(__name__) does).
-logging.getLogger("langchain_core.callbacks.manager").addFilter(_MeterStopsAreNotCallbackErrors())
+logging.getLogger("langchain_core.callbacks.manager").addFilter(_not_a_meter_stop)
 
 
 class TaskMeter(BaseCallbackHandler):
-    """Per-task usage counter with a deadline, budgets and a stop switch."""
+    """Per-task usage counter with a deadline, budgets and a stop switch. Raising from a callback, it stops the
+    child at its next model or tool call (the only way to end an abandoned child's thread on ``invoke``); it
+    remembers where errors came from, so failures are classified by type and origin, never by message."""
 
-    raise_error = True
-    run_inline = True
+    raise_error = run_inline = True
     # Chain events are the most frequent and unneeded; tool events come under "agent", which stays on.
-    ignore_chain = True
-    ignore_retriever = True
+    ignore_chain = ignore_retriever = True
 
     def __init__(self, *, deadline: float | None = None, max_turns: int | None = None, max_tokens: int | None = None,
                  max_usd: float | None = None, prices: PriceTable | None = None, budget: Budget | None = None) -> None:
@@ -456,8 +439,8 @@ class TaskMeter(BaseCallbackHandler):
         self.prices, self.budget = prices, budget
         self._seen: list[tuple[BaseException, StopReason]] = []  # the last few model/tool errors, newest last
         self._stop: SubagentError | None = None
-        # The last stop raised in the child, cleared when a later call goes through: read by the runner, so a
-        # child middleware that turns errors into answers (ModelRetryMiddleware) cannot hide it.
+        # The last stop raised in the child, until a call goes through: read by the runner, so a child middleware
+        # turning errors into answers (ModelRetryMiddleware) cannot hide it.
         self.stopped_by: SubagentError | None = None
         self._calls: dict[Any, _Call] = {}  # run id -> the running call, as it was sent and priced
         self._lock = threading.Lock()
@@ -473,8 +456,7 @@ class TaskMeter(BaseCallbackHandler):
         self._own_scale: float | None = None  # the highest believed / estimated input ratio: own limits use it
         self.longest_call_s = 0.0  # the longest model call, so the wrap-up comes while time covers one
         self.extras_estimate: int | None = None  # the last call's tool schemas and response format, estimated
-        # What it holds in the shared budget for its next call and wrap-up (None: settled), and the part
-        # the next call takes over (Budget.hold's instead_of).
+        # Held in the shared budget for its next call and wrap-up (None: settled); the next call's part of it.
         self._room_held: tuple[int, float] | None = (0, 0.0)
         self._room_for_call: tuple[int, float] = (0, 0.0)
         self._own_held: tuple[int, float] = (0, 0.0)  # held against its own limits by calls running (_hold_own)
@@ -727,9 +709,8 @@ class TaskMeter(BaseCallbackHandler):
         stalled = None
         if late > STALL_NOTE_S:
             # A suspect only: the latest tool to end, if past the deadline, else one still running.
-            culprit: tuple[str, float] | None = None
             if self._last_tool is not None and self._last_tool[2] >= (self.deadline or 0.0):
-                culprit = self._last_tool[:2]
+                culprit: tuple[str, float] | None = self._last_tool[:2]
             else:
                 with self._lock:
                     culprit = next(iter(self._tools.values()), None)
@@ -755,9 +736,8 @@ class TaskMeter(BaseCallbackHandler):
         self._saw(error, "tool_error")
 
     def _ended_unfinished(self, run_id: Any, response: LLMResult | None = None) -> None:
-        # A call it let start was sent: failed or abandoned (a stream closed early ends in GeneratorExit, a
-        # cancelled one reports nothing), it is charged its prompt and any partial reply LangChain passes, and
-        # gives its hold back. One it refused never started (_start_call).
+        # A call it let start was sent: failed or abandoned (a stream closed early, a cancelled one reporting
+        # nothing), it is charged its prompt and any partial reply, and gives its hold back.
         if run_id in self._calls:
             self._end_call(run_id, response or LLMResult(generations=[]), unfinished=True)
 
@@ -787,10 +767,12 @@ class TaskMeter(BaseCallbackHandler):
         own = (0, 0.0) if wrapping else self._hold_own(estimate, name, priced)  # the wrap-up may pass them by one
         held = (0, 0.0)
         if budget is not None:
+            # Held at the dearest input price its reply may refine it to (reply_price).
+            refined = [price[0] for key, price in (table or {}).items() if name and _refines(name, key)]
+            input_price = max([priced[1][0] if priced else 0.0, *refined])
             try:
-                held = budget.hold(estimate, name, _held_input_price(table, name, priced), refuse=self.refuses,
-                                   instead_of=self._room_taken_by_call(),
-                                   alone_at_estimate=self.alone_at_estimate)
+                held = budget.hold(estimate, name, input_price, refuse=self.refuses,
+                                   instead_of=self._room_taken_by_call(), alone_at_estimate=self.alone_at_estimate)
             except BudgetExceeded:
                 self._give_back_own(own)
                 raise
@@ -834,9 +816,8 @@ class TaskMeter(BaseCallbackHandler):
 
     def _end_call(self, run_id: Any, response: LLMResult, *, unfinished: bool = False) -> None:
         call = self._release(run_id)
-        usage, replied = _usage_of(response)
-        reported_in = token_count(usage.get("input_tokens")) if usage else 0
-        reported_out = token_count(usage.get("output_tokens")) if usage else 0
+        reported_in, reported_out, replied = _usage_of(response)
+        reported_in, reported_out = token_count(reported_in), token_count(reported_out)
         budget = self.budget
         if call is None:  # a call whose start this meter did not see: its report is all there is
             call = _Call(replied, call_price(self.prices or (budget.prices if budget else None), replied), 0, 0, 0.0)
@@ -877,9 +858,8 @@ _METERED_APART: contextvars.ContextVar[bool] = contextvars.ContextVar("subagents
 _TASK_METER: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("subagents_task_meter", default=None)
 _METER_IN_FORCE: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("subagents_meter_in_force",
                                                                                    default=None)
-# The meter in force (a child's, or the run's in a root tool) is added by LangChain to every callback manager
-# configured while it is set, and only where that very handler is not there already: a call given callbacks of
-# its own, which replace the inherited ones, is metered still, and a call that inherits the meter once.
+# LangChain adds the meter in force (a child's, or the run's in a root tool) to every callback manager configured
+# while it is set, where that handler is not already: a call given callbacks of its own is metered still, once.
 register_configure_hook(_METER_IN_FORCE, inheritable=True)
 
 
@@ -1018,17 +998,15 @@ class _NodeMeter(BaseCallbackHandler):
     ignore_agent = ignore_retriever = ignore_retry = ignore_custom_event = True
 
     def __init__(self) -> None:
-        # A run started with its own callbacks in a metered node -> its meter. At most MAX_FOLLOWED, the oldest
-        # going first: a run whose end never comes (cancelled mid-way, a stream left unread) leaves no entry for
-        # good. An OrderedDict: its pops are one step each, safe on any thread.
+        # A run started with its own callbacks in a metered node -> its meter; at most MAX_FOLLOWED, as a run's end
+        # may never come (cancelled, a stream left unread). An OrderedDict: its pops are atomic, safe on any thread.
         self._runs: collections.OrderedDict[Any, RunMeter] = collections.OrderedDict()
 
     def _meter(self, parent_run_id: Any) -> RunMeter | None:
         if parent_run_id is not None:
             return self._runs.get(parent_run_id)
-        # No parent: the run it is made in is the context's, whose config holds the meter (a node's), or whose
-        # callbacks are the child's of a run followed (a nested runnable handing the inner call the caller's own
-        # config: with_fallbacks, a lambda's call with callbacks of its own).
+        # No parent: the context's config holds the meter (a node's), or its callbacks are a followed run's child's
+        # (a nested runnable handing the inner call its caller's config: with_fallbacks, a lambda's own callbacks).
         config = var_child_runnable_config.get()
         return run_meter_in(config) or self._runs.get(getattr((config or {}).get("callbacks"), "parent_run_id", None))
 
@@ -1065,9 +1043,8 @@ class _NodeMeter(BaseCallbackHandler):
 
 
 _ONE_NODE_METER = _NodeMeter()
-# The default, not a set value: every context and thread sees it, but where another meter is in force (a child,
-# the root's model call, a root tool: metered_apart, metered_in_tools), whose refusal would leave its event
-# unawaited, a RuntimeWarning, in LangChain's async callback manager.
+# The default, not a set value: every context and thread sees it, but where another meter is in force (metered_apart,
+# metered_in_tools): its refusal would leave that event unawaited in LangChain's async manager (a RuntimeWarning).
 _NODE_METER: contextvars.ContextVar[_NodeMeter | None] = contextvars.ContextVar("subagents_node_meter",
                                                                                 default=_ONE_NODE_METER)
 
@@ -1108,7 +1085,8 @@ def _model_name(kwargs: dict[str, Any]) -> str | None:
     return next((name for name in names if isinstance(name, str) and name), None)
 
 
-def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:
+def _usage_of(response: LLMResult) -> tuple[Any, Any, str | None]:
+    """A reply's reported input and output tokens (unchecked: see :func:`token_count`) and model name."""
     # `type(...) is dict` first: the usual value, without an abstract-class check on every model call.
     llm_output = response.llm_output
     if not (type(llm_output) is dict or isinstance(llm_output, Mapping)):
@@ -1119,13 +1097,14 @@ def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:
             usage = getattr(message, "usage_metadata", None)
             if usage and (type(usage) is dict or isinstance(usage, Mapping)):
                 meta = getattr(message, "response_metadata", None) or {}
-                return dict(usage), _name_or_none(meta.get("model_name") or llm_output.get("model_name"))
+                usage, name = dict(usage), meta.get("model_name") or llm_output.get("model_name")
+                return usage.get("input_tokens"), usage.get("output_tokens"), name if isinstance(name, str) else None
     token_usage = llm_output.get("token_usage") or {}
     if token_usage and isinstance(token_usage, Mapping):
-        usage = {"input_tokens": token_usage.get("prompt_tokens", 0),
-                 "output_tokens": token_usage.get("completion_tokens", 0)}
-        return usage, _name_or_none(llm_output.get("model_name"))
-    return None, None
+        name = llm_output.get("model_name")
+        return (token_usage.get("prompt_tokens", 0), token_usage.get("completion_tokens", 0),
+                name if isinstance(name, str) else None)
+    return 0, 0, None
 
 
 def dollars(value: Any) -> float:
@@ -1134,18 +1113,9 @@ def dollars(value: Any) -> float:
     return max(float(value), 0.0) if ok else 0.0
 
 
-def _name_or_none(name: Any) -> str | None:
-    return name if isinstance(name, str) else None
-
-
 class TranscriptRecorder(BaseCallbackHandler):
     """Feeds a child's messages to one sink as its model calls happen. Only its own turns count: a call that
     continues the recorded history (a summariser's side call does not)."""
-
-    run_inline = True
-    ignore_chain = True
-    ignore_retriever = True
-    ignore_agent = True
 
     def __init__(self, sink: TranscriptSink) -> None:
         self.sink = sink
@@ -1280,17 +1250,13 @@ class WrapUp(AgentMiddleware):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
         request, wrapping = _wrap_up(request)
-        if isinstance(wrapping, ModelResponse):
-            return wrapping
-        return _noted(_without_tool_calls(handler(request)) if wrapping else handler(request))
+        return wrapping if isinstance(wrapping, ModelResponse) else _noted(handler(request), wrapping)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelResponse[Any]:
         request, wrapping = _wrap_up(request)
-        if isinstance(wrapping, ModelResponse):
-            return wrapping
-        return _noted(_without_tool_calls(await handler(request)) if wrapping else await handler(request))
+        return wrapping if isinstance(wrapping, ModelResponse) else _noted(await handler(request), wrapping)
 
 
 def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | ModelResponse[Any]]:
@@ -1333,8 +1299,10 @@ def _wrap_up_prompt_tokens() -> int:
     return estimate_tokens([HumanMessage(WRAP_UP_PROMPT)]) - estimate_tokens(())
 
 
-def _noted(response: ModelResponse[Any]) -> ModelResponse[Any]:
-    """``response``, its text noted on the task's meter: the answer if a limit refuses a call before the wrap-up."""
+def _noted(response: ModelResponse[Any], wrapping: bool) -> ModelResponse[Any]:
+    """``response`` (the wrap-up's without tool calls), its text noted on the task's meter: the answer if a limit
+    refuses a call before the wrap-up."""
+    response = _without_tool_calls(response) if wrapping else response
     meter = task_meter()
     said = next((m.text for m in reversed(response.result) if isinstance(m, AIMessage) and m.text), "")
     if meter is not None and said:
