@@ -433,10 +433,9 @@ class TaskMeter(BaseCallbackHandler):
         self.priced_as: set[str] = set()  # the price-table keys this task's calls were charged at
         self.refuses = True  # whether a spent shared budget refuses its calls (off for the root's last answer)
         self.alone_at_estimate = False  # see Budget.hold (the root's calls)
-        self.deadline = deadline
         self.timeout_s: float | None = None  # the task's timeout_s behind deadline, for TaskTimeout
         self.max_turns, self.max_tokens, self.max_usd = max_turns, max_tokens, max_usd
-        self.prices, self.budget = prices, budget
+        self.deadline, self.prices, self.budget = deadline, prices, budget
         self._seen: list[tuple[BaseException, StopReason]] = []  # the last few model/tool errors, newest last
         self._stop: SubagentError | None = None
         # The last stop raised in the child, until a call goes through: read by the runner, so a child middleware
@@ -499,12 +498,10 @@ class TaskMeter(BaseCallbackHandler):
             return cause
         cause = exc
         for _ in range(8):  # the meter's own stop, wrapped by a tool it passed through
-            wrapped = cause.__cause__ or cause.__context__
-            if wrapped is None:
+            if (cause := cause.__cause__ or cause.__context__) is None:
                 break
-            if self._raised(wrapped):
-                return wrapped
-            cause = wrapped
+            if self._raised(cause):
+                return cause
         return exc
 
     def origin_of(self, exc: BaseException) -> StopReason | None:
@@ -522,10 +519,9 @@ class TaskMeter(BaseCallbackHandler):
         seen, origin = self._seen[-1]
         # asyncio re-creates a TimeoutError crossing from an executor thread: same type and args.
         try:
-            same = type(seen) is type(exc) and seen.args == exc.args
+            return origin if type(seen) is type(exc) and seen.args == exc.args else None
         except Exception:  # noqa: BLE001 - uncomparable args: not the same error
-            same = False
-        return origin if same else None
+            return None
 
     def cut_before_wrap_up(self, exc: BaseException) -> tuple[SubagentError, str] | None:
         """``(limit, the child's last text)`` when ``exc`` is (or stands in for) a limit this meter refused a call
@@ -1200,12 +1196,6 @@ class RecordingMeter(TaskMeter):
         self._end_call(run_id, response)
 
 
-# Limits end a task with an answer. :class:`WrapUp` (in every built child with tools) adds the limits line from the
-# second call on; on the last call a limit allows (:meth:`TaskMeter.last_call`) it offers no tools, adds
-# :data:`WRAP_UP_PROMPT` and drops the reply's tool calls; the runner records the task ``partial``. Budgets keep
-# room for the wrap-up, so their bound on overshoot is unchanged. A compiled subagent has no wrap-up.
-
-
 DEFAULT_WRAP_UP_SHARE = 0.15  # the share of timeout_s left that makes the next call the wrap-up (9s of 60s)
 
 
@@ -1242,7 +1232,9 @@ def cut_short_note(stop: SubagentError) -> str:
 
 
 class WrapUp(AgentMiddleware):
-    """A built child's limits line, and its last call as a wrap-up with no tools (see the section above)."""
+    """Limits end a task with an answer: in every built child with tools, the limits line from its second call on;
+    on the last call a limit allows (:meth:`TaskMeter.last_call`), no tools, :data:`WRAP_UP_PROMPT` added and the
+    reply's tool calls dropped (the task is ``partial``). Budgets keep room for this wrap-up."""
 
     child_policy = ChildPolicy(model_call_only=True, keeps_model=True)
 
@@ -1282,9 +1274,8 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | Mode
     if stop is None:
         return request, False
     if isinstance(stop, MaxTurnsReached) and meter.model_calls >= stop.max_turns and meter.wrapped_up is None:
-        # Other calls took the turns left (a tool's or a middleware's own model calls, metered as the child's):
-        # a wrap-up would pass the count. The task ends on the last answer it gave (none: the limit's error), as
-        # if it were the wrap-up's, so a call after it (a hook's jump back to the model) is refused.
+        # Other calls (a tool's or a middleware's, metered as the child's) took the turns left: the task ends on its
+        # last answer (none: the limit's error) as the wrap-up's, so a later call (a hook's jump back) is refused.
         meter.wrapped_up, meter._wrap_up_sent = stop, True
         said = next((m.text for m in reversed(request.messages) if isinstance(m, AIMessage) and m.text), "")
         return request, ModelResponse(result=[AIMessage(content=said)])
@@ -1300,8 +1291,7 @@ def _wrap_up_prompt_tokens() -> int:
 
 
 def _noted(response: ModelResponse[Any], wrapping: bool) -> ModelResponse[Any]:
-    """``response`` (the wrap-up's without tool calls), its text noted on the task's meter: the answer if a limit
-    refuses a call before the wrap-up."""
+    """``response``, tool-free if ``wrapping``; its text noted on the meter, the answer if a limit refuses a call."""
     response = _without_tool_calls(response) if wrapping else response
     meter = task_meter()
     said = next((m.text for m in reversed(response.result) if isinstance(m, AIMessage) and m.text), "")
