@@ -148,10 +148,8 @@ def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[fl
         raise SpecError(f"{argument}: could not be read ({type(exc).__name__})") from None
     checked: dict[str, tuple[float, float]] = {}
     for name, pair in items:
-        ok = (isinstance(pair, (tuple, list)) and len(pair) == 2
-              and all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p < float("inf")
-                      for p in pair))
-        if not ok:
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+                and all(isinstance(p, (int, float)) and type(p) is not bool and 0 <= p < float("inf") for p in pair)):
             raise SpecError(f"{argument}[{str(name)[:80]!r}]: expected two non-negative numbers "
                              "(USD per million input tokens, output tokens)")
         checked[str(name)] = (float(pair[0]), float(pair[1]))
@@ -253,9 +251,8 @@ class Budget:
         self._scales: dict[str, float] = {}  # model name -> reported / estimated input tokens
         self.reset()
 
-    def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *,
-             refuse: bool = True, alone_at_estimate: bool = False,
-             instead_of: tuple[int, float] = (0, 0.0)) -> tuple[int, float]:
+    def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *, refuse: bool = True,
+             alone_at_estimate: bool = False, instead_of: tuple[int, float] = (0, 0.0)) -> tuple[int, float]:
         """Reserve a call of ``estimate`` tokens at the learned ratio, or :data:`MAX_TOKEN_SCALE` before one.
         ``alone_at_estimate``: with nothing else held, an estimate that fits goes through, holding the clamp.
         ``instead_of``: room held ahead for this call (:meth:`TaskMeter.last_call`), given back under the lock."""
@@ -676,8 +673,7 @@ class TaskMeter(BaseCallbackHandler):
             task.add_done_callback(lambda _: self._ended_unfinished(run_id))
         self.stopped_by = None  # a call let through: no earlier stop held (a sibling gave back room)
 
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
-                            **kwargs: Any) -> None:
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None, **kwargs: Any) -> None:
         self._start_call(run_id, messages, kwargs)
 
     def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any = None, **kwargs: Any) -> None:
@@ -961,8 +957,7 @@ class RunMeter(TaskMeter):
                 node = (kwargs.get("metadata") or {}).get("langgraph_node")
                 if meter is not self or self.ended is None or not isinstance(node, str):
                     raise
-                update = {"messages": [self.ended(refused)]}
-                raise RunEnded(refused, Command(graph=node, update=update)) from refused
+                raise RunEnded(refused, Command(graph=node, update={"messages": [self.ended(refused)]})) from refused
 
     def _end_call(self, run_id: Any, response: LLMResult, *, unfinished: bool = False) -> None:
         for meter in (self, self.in_tools):
@@ -989,8 +984,7 @@ class _NodeMeter(BaseCallbackHandler):
     (a root middleware's summariser given a tracer): the meter is in the node's config (no parent run), or followed
     from a run so started (with_retry, a chain), or the run whose context it is made in (with_fallbacks)."""
 
-    raise_error = True  # the meter's refusal of an unpriced model is the call's
-    run_inline = True
+    raise_error = run_inline = True  # raising: the meter's refusal of an unpriced model is the call's
     ignore_agent = ignore_retriever = ignore_retry = ignore_custom_event = True
 
     def __init__(self) -> None:
@@ -1159,9 +1153,7 @@ PROGRESS_INPUT_CHARS = 80
 
 def _main_argument(inputs: Any) -> str | None:
     """A tool call's first text argument (a path, a command, a pattern), cut short: what a progress line names."""
-    if not isinstance(inputs, Mapping):
-        return None
-    for value in inputs.values():
+    for value in inputs.values() if isinstance(inputs, Mapping) else ():
         if isinstance(value, str) and value.strip():
             text = " ".join(value.split())
             return text if len(text) <= PROGRESS_INPUT_CHARS else text[:PROGRESS_INPUT_CHARS - 3] + "..."
@@ -1180,8 +1172,7 @@ class RecordingMeter(TaskMeter):
         super().__init__(**limits)
         self.recorder = recorder
 
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
-                            **kwargs: Any) -> None:
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None, **kwargs: Any) -> None:
         try:  # the recorder reads no keyword but run_id: the others are not passed on (hot path)
             self.recorder.on_chat_model_start(serialized, messages, run_id=run_id)
         except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
