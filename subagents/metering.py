@@ -720,8 +720,10 @@ class TaskMeter(BaseCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, response: LLMResult | None = None,
                      **kwargs: Any) -> None:
-        self._ended_unfinished(run_id, response)
-        self._saw(error, "model_error")
+        try:
+            self._saw(error, "model_error")
+        finally:  # the call is charged, and its hold given back, whatever _saw raises
+            self._ended_unfinished(run_id, response)
 
     def on_tool_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self.on_tool_end(None, run_id=run_id)
