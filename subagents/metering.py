@@ -1,5 +1,4 @@
-"""Prices, the shared budget, and the one callback handler per child that meters it (a recorded child's
-:class:`RecordingMeter` hands each model event to its recorder first, whose failure costs only the transcript)."""
+"""Prices, the shared budget, and the one callback handler per child that meters it."""
 
 from __future__ import annotations
 
@@ -45,10 +44,6 @@ from subagents.errors import (
 from subagents.roles import ChildPolicy
 from subagents.transcripts import TranscriptSink
 
-# What a tree of agents may spend. One ``Budget`` counts the parent's calls and every child's; once spent, new
-# delegations are refused, running children stop at their next model call, and the parent gets one last call
-# without tools (:class:`middleware.root_turn_limit.RootBudget`).
-
 PriceTable = Mapping[str, tuple[float, float]]
 """Model name -> (USD per million input tokens, USD per million output tokens)."""
 
@@ -69,20 +64,18 @@ def token_count(value: Any) -> int:
         digits = text.lstrip("0") or "0"
         return MAX_REPORTED_TOKENS if len(digits) > 16 else min(int(digits), MAX_REPORTED_TOKENS)
     if isinstance(value, numbers.Integral):
-        number = int(value)
-    elif isinstance(value, (numbers.Real, decimal.Decimal)):
+        return min(max(int(value), 0), MAX_REPORTED_TOKENS)
+    if isinstance(value, (numbers.Real, decimal.Decimal)):
         real: Any = value  # compared before converting: a huge Fraction or Decimal does not fit a float
         try:
             if real != real or abs(real) == math.inf:  # NaN, or an infinity: no count at all
                 return 0
             if real >= MAX_REPORTED_TOKENS:
                 return MAX_REPORTED_TOKENS
-            number = int(real) if real > 0 else 0
+            return int(real) if real > 0 else 0
         except (ArithmeticError, TypeError, ValueError):  # a signalling NaN, for one
             return 0
-    else:
-        return 0
-    return min(max(number, 0), MAX_REPORTED_TOKENS)
+    return 0
 
 
 def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int, output_tokens: int) -> float:
@@ -92,10 +85,8 @@ def cost_of(prices: PriceTable | None, model_name: str | None, input_tokens: int
 
 def cost_at(priced: tuple[str, tuple[float, float]] | None, input_tokens: Any, output_tokens: Any) -> float:
     """The USD cost of ``input_tokens`` and ``output_tokens`` at a price :func:`call_price` decided (0.0: none)."""
-    if priced is None:
-        return 0.0
-    price = priced[1]
-    return (token_count(input_tokens) * price[0] + token_count(output_tokens) * price[1]) / 1_000_000
+    return 0.0 if priced is None else \
+        (token_count(input_tokens) * priced[1][0] + token_count(output_tokens) * priced[1][1]) / 1_000_000
 
 
 _PROVIDER_PREFIX = re.compile(r"^[a-z][a-z0-9_-]*[:/]")  # openai:gpt-4.1, openai/gpt-4.1
@@ -103,12 +94,10 @@ _DATE_STAMP = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")  # gpt-4.1-2025-04-14
 
 
 def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[float, float]] | None:
-    """The one price of a call to model ``sent``: ``(price-table key, (input, output) USD per million)``, or ``None``.
+    """The price of a call to ``sent`` (as sent: after any fallback or router), ``(key, (input, output))`` or ``None``.
 
-    Priced when sent (after any fallback or router chose the model). A key matches exactly, or with a provider
-    prefix (``openai:``, ``openai/``) or a trailing date stamp (``-2025-04-14``, ``-20250414``) on one side only;
-    any other name (``o1-pro`` with only ``o1`` priced) has no price, so a dollar limit refuses its calls. Of
-    equal matches, the dearest is charged. Example: ``call_price(prices, "openai:gpt-4.1-mini-2025-04-14")``.
+    A key matches exactly, or with a provider prefix (``openai:``) or a date stamp (``-2025-04-14``) on one side
+    only; any other name (``o1-pro`` with only ``o1`` priced) has none. Of equal matches, the dearest is charged.
     """
     if not prices or not isinstance(sent, str) or not sent:
         return None
@@ -128,9 +117,8 @@ def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[
 
 
 def _refines(sent: str, name: str) -> bool:
-    """Whether ``name`` names a snapshot of the model ``sent``: the sent name, then ``-`` and a date stamp
-    (``gpt-4o-2024-05-13``, ``gpt-4-0613``; never ``gpt-4o-mini`` or ``claude-sonnet-4-5``, other models), a
-    provider prefix taken off one side at most, as :func:`call_price` does."""
+    """Whether ``name`` is ``sent`` then ``-`` and a date stamp (``gpt-4-0613``; never ``gpt-4o-mini`` or
+    ``claude-sonnet-4-5``), a provider prefix off one side at most."""
     bare_sent, bare = _PROVIDER_PREFIX.sub("", sent), _PROVIDER_PREFIX.sub("", name)
     pairs = ((sent, name), (bare_sent, name), (sent, bare))
     return any(b.startswith(f"{a}-") and _SNAPSHOT.fullmatch(b[len(a) + 1:]) is not None for a, b in pairs)
@@ -141,19 +129,11 @@ _SNAPSHOT = re.compile(r"\d{4}(?:-?\d{2}-?\d{2})?")  # 0613, 20241022, 2024-05-1
 
 def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, tuple[float, float]] | None,
                 replied: str | None) -> tuple[str, tuple[float, float]] | None:
-    """The price a call is charged: ``priced`` (its sent model's, :func:`call_price`), unless its reply names a
-    priced refinement of the sent name (``gpt-4o`` answered as ``gpt-4o-2024-05-13``): then that name's own.
-    Any other name a reply gives is ignored."""
+    """``priced`` (the sent model's), or that of a priced snapshot the reply names (``gpt-4o`` answered as
+    ``gpt-4o-2024-05-13``); any other name a reply gives is ignored."""
     if not sent or not isinstance(replied, str) or not _refines(sent, replied):
         return priced
     return call_price(prices, replied) or priced
-
-
-def _held_input_price(prices: PriceTable | None, sent: str | None,
-                      priced: tuple[str, tuple[float, float]] | None) -> float:
-    """The input price a call is held at: the dearest its reply may refine it to (:func:`reply_price`)."""
-    refined = [price[0] for key, price in (prices or {}).items() if sent and _refines(sent, key)]
-    return max([priced[1][0] if priced else 0.0, *refined])
 
 
 def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
@@ -168,10 +148,8 @@ def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[fl
         raise SpecError(f"{argument}: could not be read ({type(exc).__name__})") from None
     checked: dict[str, tuple[float, float]] = {}
     for name, pair in items:
-        ok = (isinstance(pair, (tuple, list)) and len(pair) == 2
-              and all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p < float("inf")
-                      for p in pair))
-        if not ok:
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+                and all(isinstance(p, (int, float)) and type(p) is not bool and 0 <= p < float("inf") for p in pair)):
             raise SpecError(f"{argument}[{str(name)[:80]!r}]: expected two non-negative numbers "
                              "(USD per million input tokens, output tokens)")
         checked[str(name)] = (float(pair[0]), float(pair[1]))
@@ -179,8 +157,7 @@ def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[fl
 
 
 def run_prices(prices: Any, budget: Budget | None) -> dict[str, tuple[float, float]] | None:
-    """The one table a run prices its calls by: ``prices``, and the ``budget``'s entries it lacks (a model
-    the two price differently is a ``ValueError``: a call has one price)."""
+    """``prices`` and the ``budget``'s entries it lacks; a model the two price differently is a ``SpecError``."""
     given = check_prices(prices) if prices is not None else None
     own = budget.prices if budget is not None else {}
     if given is None:
@@ -195,18 +172,13 @@ def run_prices(prices: Any, budget: Budget | None) -> dict[str, tuple[float, flo
 def estimate_tokens(payload: Any) -> int:
     """A cheap upper-leaning guess of a prompt's tokens: four ASCII characters a token, and a token for
     every other character (CJK text bills at one or more a character)."""
-    chars = 0
-    others = 0
+    chars = others = 0
     stack = [payload]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if item.isascii():
-                chars += len(item)
-            else:
-                wide = sum(not char.isascii() for char in item)
-                chars += len(item) - wide
-                others += wide
+            wide = 0 if item.isascii() else sum(not char.isascii() for char in item)
+            chars, others = chars + len(item) - wide, others + wide
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
         elif isinstance(item, dict):
@@ -215,8 +187,7 @@ def estimate_tokens(payload: Any) -> int:
             content = getattr(item, "content", None)
             if content is not None:
                 stack.append(content)
-            # All a reply carries is billed: its tool calls (name and arguments), those that did not parse, and
-            # its extras (reasoning) but for the raw tool calls, which the two repeat.
+            # Billed too: its tool calls, parsed or not, and its extras (reasoning) but the raw calls they repeat.
             calls = [*(getattr(item, "tool_calls", None) or ()), *(getattr(item, "invalid_tool_calls", None) or ())]
             stack.extend(f"{c.get('name', '')}{c.get('args', '')}" for c in calls)
             extras = getattr(item, "additional_kwargs", None)
@@ -233,9 +204,7 @@ def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
     its ``invocation_params`` (billed on every call; with many tools, more than the conversation)."""
     tokens = estimate_tokens(messages)
     if isinstance(invocation_params, Mapping):
-        extras = [invocation_params.get(key) for key in PROMPT_EXTRAS]
-        extras = [extra for extra in extras if extra]
-        if extras:
+        if extras := [extra for key in PROMPT_EXTRAS if (extra := invocation_params.get(key))]:
             try:
                 text = json.dumps(extras, default=str)
             except (TypeError, ValueError, RecursionError):  # an odd schema: its text, roughly
@@ -255,10 +224,9 @@ def learned_scale(estimated: int, charged: int) -> float:
 
 
 class Budget:
-    """Tokens and/or USD shared by a parent and all its children."""
+    """Tokens and/or USD shared by a parent and all its children: once spent, new delegations are refused and
+    running children stop at their next model call."""
 
-    tokens: int
-    usd: float
     reserved: int  # held by running calls
     reserved_usd: float
     # The smallest call refused, and the least room a child foresaw for a call and its wrap-up
@@ -267,11 +235,11 @@ class Budget:
     _smallest_refused_usd: float | None
     _foreseen: int | None
     _foreseen_usd: float | None
+
     def __init__(self, *, max_tokens: int | None = None, max_usd: float | None = None,
                  prices: PriceTable | None = None) -> None:
         # A NaN limit would compare false forever (a budget that never stops), a bool or text is a slip.
-        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
-                                       or max_tokens <= 0):
+        if max_tokens is not None and (type(max_tokens) is bool or not isinstance(max_tokens, int) or max_tokens <= 0):
             raise SpecError(f"Budget: max_tokens must be positive, a whole number of tokens (got {max_tokens!r:.80})")
         if max_usd is not None and (isinstance(max_usd, bool) or not isinstance(max_usd, (int, float))
                                     or not 0 < max_usd < float("inf")):
@@ -283,13 +251,11 @@ class Budget:
         self._scales: dict[str, float] = {}  # model name -> reported / estimated input tokens
         self.reset()
 
-    def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *,
-             refuse: bool = True, alone_at_estimate: bool = False,
-             instead_of: tuple[int, float] = (0, 0.0)) -> tuple[int, float]:
-        """Reserve a call estimated at ``estimate`` tokens, at the learned ratio or :data:`MAX_TOKEN_SCALE`
-        before one (a first parallel wave passes the limit by its outputs at most). ``alone_at_estimate``: with
-        nothing else held, a call whose estimate fits goes through, holding the clamp. ``instead_of``: room held
-        ahead for this call (:meth:`TaskMeter.last_call`), given back under the same lock."""
+    def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *, refuse: bool = True,
+             alone_at_estimate: bool = False, instead_of: tuple[int, float] = (0, 0.0)) -> tuple[int, float]:
+        """Reserve a call of ``estimate`` tokens at the learned ratio, or :data:`MAX_TOKEN_SCALE` before one.
+        ``alone_at_estimate``: with nothing else held, an estimate that fits goes through, holding the clamp.
+        ``instead_of``: room held ahead for this call (:meth:`TaskMeter.last_call`), given back under the lock."""
         with self._lock:
             self.reserved = max(0, self.reserved - instead_of[0])
             self.reserved_usd = max(0.0, self.reserved_usd - instead_of[1])
@@ -326,18 +292,22 @@ class Budget:
         if refuse and self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
             if remember:
                 self._smallest_refused = min(self._smallest_refused or tokens, tokens)
-            raise BudgetExceeded(f"the shared token budget cannot cover another call ({self.tokens} spent, "
-                                 f"{self.reserved} held by running calls, ~{tokens} more needed, "
-                                 f"limit {self.max_tokens})", limit=self.max_tokens, spent=self.tokens, unit="tokens")
+            raise self._over("tokens", f"cannot cover another call ({self.tokens} spent, {self.reserved} held by "
+                                       f"running calls, ~{tokens} more needed, limit {self.max_tokens})")
         if refuse and self.max_usd is not None and self.usd + self.reserved_usd + cost > self.max_usd:
             if remember:
                 self._smallest_refused_usd = min(self._smallest_refused_usd or cost, cost)
-            raise BudgetExceeded(f"the shared budget cannot cover another call (${self.usd:.4f} spent, "
-                                 f"${self.reserved_usd:.4f} held by running calls, ~${cost:.4f} more needed, "
-                                 f"limit ${self.max_usd:.4f})", limit=self.max_usd, spent=self.usd, unit="usd")
+            raise self._over("usd", f"cannot cover another call (${self.usd:.4f} spent, ${self.reserved_usd:.4f} "
+                                    f"held by running calls, ~${cost:.4f} more needed, limit ${self.max_usd:.4f})")
         self.reserved += tokens
         self.reserved_usd += cost
         return tokens, cost
+
+    def _over(self, unit: Literal["tokens", "usd"], why: str) -> BudgetExceeded:
+        """The shared budget's ``unit`` limit refusing, ``why`` in words."""
+        if unit == "tokens":
+            return BudgetExceeded(f"the shared token budget {why}", limit=self.max_tokens, spent=self.tokens, unit=unit)
+        return BudgetExceeded(f"the shared budget {why}", limit=self.max_usd, spent=self.usd, unit=unit)
 
     def release(self, tokens: int, usd: float = 0.0) -> None:
         """Give back a reservation once its call has ended (its real usage is charged)."""
@@ -364,26 +334,22 @@ class Budget:
 
     def spent_error(self, *, foreseen: bool = False) -> BudgetExceeded | None:
         """The :class:`BudgetExceeded` once the budget is spent, else ``None``. ``foreseen`` (new work): also once
-        what is left cannot cover the smallest call refused or a child's foreseen call and wrap-up (running
-        children are judged without either: one sibling's huge prompt refuses no small calls)."""
+        what is left cannot cover the smallest call refused or a child's foreseen call and wrap-up (not for
+        running children: one sibling's huge prompt refuses no small calls)."""
         if self.max_tokens is not None and self.tokens >= self.max_tokens:
-            return BudgetExceeded(f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens)",
-                                  limit=self.max_tokens, spent=self.tokens, unit="tokens")
+            return self._over("tokens", f"is spent ({self.tokens}/{self.max_tokens} tokens)")
         if self.max_usd is not None and self.usd >= self.max_usd:
-            return BudgetExceeded(f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f})",
-                                  limit=self.max_usd, spent=self.usd, unit="usd")
+            return self._over("usd", f"is spent (${self.usd:.4f}/${self.max_usd:.4f})")
         if not foreseen:  # a running child's call: refused only when it does not fit (_reserve)
             return None
         need = min((n for n in (self._smallest_refused, self._foreseen) if n is not None), default=None)
         need_usd = min((n for n in (self._smallest_refused_usd, self._foreseen_usd) if n is not None), default=None)
         if self.max_tokens is not None and need is not None and self.tokens + need > self.max_tokens:
-            return BudgetExceeded(f"the shared token budget is spent ({self.tokens}/{self.max_tokens} tokens: "
-                                  f"too little is left for a call of ~{need})",
-                                  limit=self.max_tokens, spent=self.tokens, unit="tokens")
+            return self._over("tokens", f"is spent ({self.tokens}/{self.max_tokens} tokens: too little is left for "
+                                        f"a call of ~{need})")
         if self.max_usd is not None and need_usd is not None and self.usd + need_usd > self.max_usd:
-            return BudgetExceeded(f"the shared budget is spent (${self.usd:.4f}/${self.max_usd:.4f}: "
-                                  f"too little is left for a call of ~${need_usd:.4f})",
-                                  limit=self.max_usd, spent=self.usd, unit="usd")
+            return self._over("usd", f"is spent (${self.usd:.4f}/${self.max_usd:.4f}: too little is left for a "
+                                     f"call of ~${need_usd:.4f})")
         return None
 
     def charge(self, model_name: str | None, input_tokens: Any, output_tokens: Any) -> float:
@@ -413,8 +379,7 @@ class Budget:
 
     def exhausted(self) -> str | None:
         """Why the budget is spent for new work (see :meth:`spent_error`'s ``foreseen``), or ``None`` if it is not."""
-        spent = self.spent_error(foreseen=True)
-        return None if spent is None else str(spent)
+        return None if (spent := self.spent_error(foreseen=True)) is None else str(spent)
 
     def reset(self) -> None:
         with self._lock:
@@ -422,14 +387,6 @@ class Budget:
             self.usd = self.reserved_usd = 0.0
             self._smallest_refused = self._smallest_refused_usd = self._foreseen = self._foreseen_usd = None
 
-    def snapshot(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "usd": round(self.usd, 6),
-                "max_tokens": self.max_tokens, "max_usd": self.max_usd}
-
-
-# A TaskMeter in the child's callbacks sees every model call; raising (``raise_error``), it stops the child at
-# its next model or tool call (the only way to end an abandoned child's thread on ``invoke``). It remembers where
-# errors came from, so failures are classified by type and origin, never by message.
 
 # The interpreter's messages for a GeneratorExit that a coroutine or generator did not let end it.
 _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generator ignored GeneratorExit",
@@ -440,33 +397,30 @@ _RAISED_BY = "_subagents_raised_by"  # the meter a stop was raised by (TaskMeter
 STALL_NOTE_S = 0.5  # How far past its deadline a task must run before its timeout says what held it.
 
 
-class _MeterStopsAreNotCallbackErrors(logging.Filter):
+def _not_a_meter_stop(record: logging.LogRecord) -> bool:
     """Drops LangChain's "Error in TaskMeter.on_... callback" warning for a meter's stop: a stop is how the
     meter ends a child and reaches the task's record, not a callback error. Other handlers' pass."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args
-        return not (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], str)
-                    and args[0] in _class_names(TaskMeter) | _class_names(_NodeMeter))
+    args = record.args
+    return not (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], str)
+                and args[0] in _class_names(TaskMeter) | _class_names(_NodeMeter))
 
 
-def _class_names(cls: type) -> set[str]:
-    """The names of ``cls`` and its subclasses, as they are now."""
+def _class_names(cls: type) -> set[str]:  # of cls and its subclasses, as they are now
     return {cls.__name__}.union(*map(_class_names, cls.__subclasses__()))
 
 
 # The logger is LangChain's callback manager's (named for its module, as logging.getLogger(__name__) does).
-logging.getLogger("langchain_core.callbacks.manager").addFilter(_MeterStopsAreNotCallbackErrors())
+logging.getLogger("langchain_core.callbacks.manager").addFilter(_not_a_meter_stop)
 
 
 class TaskMeter(BaseCallbackHandler):
-    """Per-task usage counter with a deadline, budgets and a stop switch."""
+    """Per-task usage counter with a deadline, budgets and a stop switch. Raising from a callback, it stops the
+    child at its next model or tool call (the only way to end an abandoned child's thread on ``invoke``); it
+    remembers where errors came from, so failures are classified by type and origin, never by message."""
 
-    raise_error = True
-    run_inline = True
+    raise_error = run_inline = True
     # Chain events are the most frequent and unneeded; tool events come under "agent", which stays on.
-    ignore_chain = True
-    ignore_retriever = True
+    ignore_chain = ignore_retriever = True
 
     def __init__(self, *, deadline: float | None = None, max_turns: int | None = None, max_tokens: int | None = None,
                  max_usd: float | None = None, prices: PriceTable | None = None, budget: Budget | None = None) -> None:
@@ -476,14 +430,13 @@ class TaskMeter(BaseCallbackHandler):
         self.priced_as: set[str] = set()  # the price-table keys this task's calls were charged at
         self.refuses = True  # whether a spent shared budget refuses its calls (off for the root's last answer)
         self.alone_at_estimate = False  # see Budget.hold (the root's calls)
-        self.deadline = deadline
         self.timeout_s: float | None = None  # the task's timeout_s behind deadline, for TaskTimeout
         self.max_turns, self.max_tokens, self.max_usd = max_turns, max_tokens, max_usd
-        self.prices, self.budget = prices, budget
+        self.deadline, self.prices, self.budget = deadline, prices, budget
         self._seen: list[tuple[BaseException, StopReason]] = []  # the last few model/tool errors, newest last
         self._stop: SubagentError | None = None
-        # The last stop raised in the child, cleared when a later call goes through: read by the runner, so a
-        # child middleware that turns errors into answers (ModelRetryMiddleware) cannot hide it.
+        # The last stop raised in the child, until a call goes through: read by the runner, so a child middleware
+        # turning errors into answers (ModelRetryMiddleware) cannot hide it.
         self.stopped_by: SubagentError | None = None
         self._calls: dict[Any, _Call] = {}  # run id -> the running call, as it was sent and priced
         self._lock = threading.Lock()
@@ -496,13 +449,10 @@ class TaskMeter(BaseCallbackHandler):
         self.said = ""  # the child's latest text (WrapUp notes it): its answer if a limit ends it before its wrap-up
         self._wrap_up_sent = False
         self._last_estimate: int | None = None  # the last call's prompt, as estimated when sent
-        # The highest believed / estimated input ratio its calls showed: its own limits are judged at it.
-        self._own_scale: float | None = None
+        self._own_scale: float | None = None  # the highest believed / estimated input ratio: own limits use it
         self.longest_call_s = 0.0  # the longest model call, so the wrap-up comes while time covers one
-        # The last call's tool schemas and response format, in estimated tokens (None until a call is sent).
-        self.extras_estimate: int | None = None
-        # What it holds in the shared budget for its next call and wrap-up (None: settled), and the part
-        # the next call takes over (Budget.hold's instead_of).
+        self.extras_estimate: int | None = None  # the last call's tool schemas and response format, estimated
+        # Held in the shared budget for its next call and wrap-up (None: settled); the next call's part of it.
         self._room_held: tuple[int, float] | None = (0, 0.0)
         self._room_for_call: tuple[int, float] = (0, 0.0)
         self._own_held: tuple[int, float] = (0, 0.0)  # held against its own limits by calls running (_hold_own)
@@ -545,12 +495,10 @@ class TaskMeter(BaseCallbackHandler):
             return cause
         cause = exc
         for _ in range(8):  # the meter's own stop, wrapped by a tool it passed through
-            wrapped = cause.__cause__ or cause.__context__
-            if wrapped is None:
+            if (cause := cause.__cause__ or cause.__context__) is None:
                 break
-            if self._raised(wrapped):
-                return wrapped
-            cause = wrapped
+            if self._raised(cause):
+                return cause
         return exc
 
     def origin_of(self, exc: BaseException) -> StopReason | None:
@@ -568,15 +516,13 @@ class TaskMeter(BaseCallbackHandler):
         seen, origin = self._seen[-1]
         # asyncio re-creates a TimeoutError crossing from an executor thread: same type and args.
         try:
-            same = type(seen) is type(exc) and seen.args == exc.args
+            return origin if type(seen) is type(exc) and seen.args == exc.args else None
         except Exception:  # noqa: BLE001 - uncomparable args: not the same error
-            same = False
-        return origin if same else None
+            return None
 
     def cut_before_wrap_up(self, exc: BaseException) -> tuple[SubagentError, str] | None:
         """``(limit, the child's last text)`` when ``exc`` is (or stands in for) a limit this meter refused a call
-        with before the wrap-up was made (a root middleware's own call, in ``before_model``) or after it answered
-        (one in ``after_model``), wrap-ups on and something said; else ``None``."""
+        with before the wrap-up (a middleware's own call in ``before_model``) or after it (``after_model``)."""
         if self.wrap_up in (None, False) or not self.said:
             return None
         try:
@@ -587,18 +533,9 @@ class TaskMeter(BaseCallbackHandler):
             return None
         return (self.wrapped_up or stop, self.said) if self._raised(stop) else None
 
-    def raise_if_stopped(self) -> None:
-        """Raise the meter's own stop (deadline passed, cancelled, budget spent) if there is one now."""
-        self._check()
-
     def last_call(self, estimate: int, model_name: str | None) -> SubagentError | None:
         """The limit that will refuse the call after the next one (making the next its wrap-up), or ``None``.
-
-        Turns: the next is the ``max_turns``-th. Time: less than the :attr:`wrap_up` share of ``timeout_s``, or
-        two calls at :attr:`longest_call_s`, is left. Tokens and dollars: what is left covers the next call but
-        not the one after (its prompt grown as this one's did). A task going on holds room in the shared budget
-        for both, so parallel siblings cannot take the room each one's wrap-up needs.
-        """
+        A task going on holds room in the shared budget for both, so siblings cannot take its wrap-up's room."""
         held = self._room_held or (0, 0.0)
         self._room_for_call = held  # a wrap-up: the call takes over all that is held
         if self.max_turns is not None and self.model_calls + 1 >= self.max_turns:
@@ -626,12 +563,9 @@ class TaskMeter(BaseCallbackHandler):
         spent = self.charged_input_tokens + self.charged_output_tokens
         # Worded as the limit's own stop would be: a wrap-up with no answer ends the task as that stop did.
         if self.max_tokens is not None and spent + need > self.max_tokens:
-            return BudgetExceeded(f"exceeded its max_tokens ({spent}/{self.max_tokens} tokens, with the one more "
-                                  "call it had room for)", limit=self.max_tokens, spent=spent, unit="tokens")
+            return self._over_own("tokens", spent, ", with the one more call it had room for")
         if self.max_usd is not None and self.cost_usd + need_usd > self.max_usd:
-            return BudgetExceeded(f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/${self.max_usd:.4f}, with "
-                                  "the one more call it had room for)", limit=self.max_usd, spent=self.cost_usd,
-                                  unit="usd")
+            return self._over_own("usd", self.cost_usd, ", with the one more call it had room for")
         if budget is not None:
             # Both calls as the budget will hold them: at the clamp before a ratio is learned.
             need, need_usd, now = need_at(learned or MAX_TOKEN_SCALE)
@@ -644,13 +578,9 @@ class TaskMeter(BaseCallbackHandler):
                     return None
             if learned is not None:  # at the clamp, they are no measure of what new work needs
                 budget.foresee(need, need_usd)
-            if short == "tokens":
-                return BudgetExceeded(f"the shared token budget cannot cover another call ({budget.tokens} spent, "
-                                      f"limit {budget.max_tokens}; it had room for one more)",
-                                      limit=budget.max_tokens, spent=budget.tokens, unit="tokens")
-            return BudgetExceeded(f"the shared budget cannot cover another call (${budget.usd:.4f} spent, "
-                                  f"limit ${budget.max_usd:.4f}; it had room for one more)",
-                                  limit=budget.max_usd, spent=budget.usd, unit="usd")
+            spent_then = (f"{budget.tokens} spent, limit {budget.max_tokens}" if short == "tokens"
+                          else f"${budget.usd:.4f} spent, limit ${budget.max_usd:.4f}")
+            return budget._over(short, f"cannot cover another call ({spent_then}; it had room for one more)")
         return None
 
     def settled_usage(self) -> dict[str, Any]:
@@ -681,7 +611,8 @@ class TaskMeter(BaseCallbackHandler):
         named = ", ".join(part for part in parts if part)
         return f"Limits: at most {named}. Near one, your last call has no tools: answer then." if named else ""
 
-    def _check(self, *, call: bool = False) -> None:
+    def raise_if_stopped(self, *, call: bool = False) -> None:
+        """Raise the meter's own stop (deadline passed, cancelled, budget spent) if there is one now."""
         if self._stop is not None:
             raise self._raising(self._stop)
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -690,19 +621,20 @@ class TaskMeter(BaseCallbackHandler):
         # the next call is the wrap-up. Without a wrap-up, and after it, the limit refuses.
         if self._wrap_up_sent or self.wrap_up in (None, False) or \
                 (self.wrapped_up is None) is call:  # a call before the wrap-up was made, or a step after it
-            self._check_own_limits()
+            tokens = self.charged_input_tokens + self.charged_output_tokens
+            if self.max_tokens is not None and tokens >= self.max_tokens:
+                raise self._raising(self._over_own("tokens", tokens))
+            if self.max_usd is not None and self.cost_usd >= self.max_usd:
+                raise self._raising(self._over_own("usd", self.cost_usd))
         if self.refuses and self.budget is not None and (spent := self.budget.spent_error()) is not None:
             raise self._raising(spent)
 
-    def _check_own_limits(self) -> None:
-        tokens = self.charged_input_tokens + self.charged_output_tokens
-        if self.max_tokens is not None and tokens >= self.max_tokens:
-            raise self._raising(BudgetExceeded(f"exceeded its max_tokens ({tokens}/{self.max_tokens} tokens)",
-                                               limit=self.max_tokens, spent=tokens, unit="tokens"))
-        if self.max_usd is not None and self.cost_usd >= self.max_usd:
-            raise self._raising(BudgetExceeded(f"exceeded its max_budget_per_run (${self.cost_usd:.4f}/"
-                                               f"${self.max_usd:.4f})", limit=self.max_usd, spent=self.cost_usd,
-                                               unit="usd"))
+    def _over_own(self, unit: Literal["tokens", "usd"], spent: float, note: str = "") -> BudgetExceeded:
+        if unit == "tokens":
+            return BudgetExceeded(f"exceeded its max_tokens ({spent}/{self.max_tokens} tokens{note})",
+                                  limit=self.max_tokens, spent=spent, unit=unit)
+        return BudgetExceeded(f"exceeded its max_budget_per_run (${spent:.4f}/${self.max_usd:.4f}{note})",
+                              limit=self.max_usd, spent=spent, unit=unit)
 
     def _raising(self, error: SubagentError) -> SubagentError:
         """``error``, marked as the meter's own: a tool it passes through does not make it the tool's. On the
@@ -717,7 +649,7 @@ class TaskMeter(BaseCallbackHandler):
         return issubclass(type(exc), SubagentError) and vars(exc).get(_RAISED_BY) is self
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
-        self._check(call=True)
+        self.raise_if_stopped(call=True)
         wrapping = self.wrapped_up is not None and not self._wrap_up_sent
         self._wrap_up_sent = self.wrapped_up is not None
         with self._lock:
@@ -741,15 +673,14 @@ class TaskMeter(BaseCallbackHandler):
             task.add_done_callback(lambda _: self._ended_unfinished(run_id))
         self.stopped_by = None  # a call let through: no earlier stop held (a sibling gave back room)
 
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
-                            **kwargs: Any) -> None:
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None, **kwargs: Any) -> None:
         self._start_call(run_id, messages, kwargs)
 
     def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any = None, **kwargs: Any) -> None:
         self._start_call(run_id, prompts, kwargs)
 
     def on_tool_start(self, serialized: Any, input_str: str, *, run_id: Any = None, **kwargs: Any) -> None:
-        self._check()
+        self.raise_if_stopped()
         name = (serialized or {}).get("name") if isinstance(serialized, Mapping) else None
         with self._lock:  # parallel tool calls of one child start and end on several threads
             self._tools[run_id] = (str(name or kwargs.get("name") or "a tool"), time.monotonic())
@@ -759,9 +690,6 @@ class TaskMeter(BaseCallbackHandler):
             self._progress(name or kwargs.get("name"), _main_argument(kwargs.get("inputs")))
 
     def on_tool_end(self, output: Any, *, run_id: Any = None, **kwargs: Any) -> None:
-        self._tool_done(run_id)
-
-    def _tool_done(self, run_id: Any) -> None:
         with self._lock:
             started = self._tools.pop(run_id, None)
         if started is not None:
@@ -773,9 +701,8 @@ class TaskMeter(BaseCallbackHandler):
         stalled = None
         if late > STALL_NOTE_S:
             # A suspect only: the latest tool to end, if past the deadline, else one still running.
-            culprit: tuple[str, float] | None = None
             if self._last_tool is not None and self._last_tool[2] >= (self.deadline or 0.0):
-                culprit = self._last_tool[:2]
+                culprit: tuple[str, float] | None = self._last_tool[:2]
             else:
                 with self._lock:
                     culprit = next(iter(self._tools.values()), None)
@@ -793,22 +720,18 @@ class TaskMeter(BaseCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, response: LLMResult | None = None,
                      **kwargs: Any) -> None:
-        self._saw(error, "model_error")
-        self._ended_unfinished(run_id, response)
-        if isinstance(error, SystemExit) and not from_signal_handler(error):
-            raise ChildExit(error) from error  # as a tool's (below): this task's end, not the process's
+        try:
+            self._saw(error, "model_error")
+        finally:  # the call is charged, and its hold given back, whatever _saw raises
+            self._ended_unfinished(run_id, response)
 
     def on_tool_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
-        self._tool_done(run_id)
+        self.on_tool_end(None, run_id=run_id)
         self._saw(error, "tool_error")
-        if isinstance(error, SystemExit) and not from_signal_handler(error):
-            # A tool's sys.exit (argparse) ends this task, not the process: raised here, it replaces it.
-            raise ChildExit(error) from error
 
     def _ended_unfinished(self, run_id: Any, response: LLMResult | None = None) -> None:
-        # A call it let start was sent: failed or abandoned (a stream closed early ends in GeneratorExit, a
-        # cancelled one reports nothing), it is charged its prompt and any partial reply LangChain passes, and
-        # gives its hold back. One it refused never started (_start_call).
+        # A call it let start was sent: failed or abandoned (a stream closed early, a cancelled one reporting
+        # nothing), it is charged its prompt and any partial reply, and gives its hold back.
         if run_id in self._calls:
             self._end_call(run_id, response or LLMResult(generations=[]), unfinished=True)
 
@@ -817,10 +740,12 @@ class TaskMeter(BaseCallbackHandler):
             return  # the meter's own stop passing through a tool: no tool's error, nor like one
         self._seen.append((error, origin))
         del self._seen[:-8]
+        if isinstance(error, SystemExit) and not from_signal_handler(error):
+            # A model's or tool's sys.exit (argparse) ends this task, not the process: raised here, it replaces it.
+            raise ChildExit(error) from error
 
     def _sent(self, prompt: Any, kwargs: dict[str, Any], wrapping: bool = False) -> _Call:
-        """The call as sent: its model, its one price, its prompt's estimate, what the budget holds for it.
-        Under a dollar limit a call whose model has no price is refused: counted at $0, it would never stop."""
+        """The call as sent, priced and held. Under a dollar limit an unpriced model is refused (at $0, never stops)."""
         name = _model_name(kwargs)
         budget = self.budget
         table = self.prices or (budget.prices if budget is not None else None)
@@ -836,10 +761,12 @@ class TaskMeter(BaseCallbackHandler):
         own = (0, 0.0) if wrapping else self._hold_own(estimate, name, priced)  # the wrap-up may pass them by one
         held = (0, 0.0)
         if budget is not None:
+            # Held at the dearest input price its reply may refine it to (reply_price).
+            refined = [price[0] for key, price in (table or {}).items() if name and _refines(name, key)]
+            input_price = max([priced[1][0] if priced else 0.0, *refined])
             try:
-                held = budget.hold(estimate, name, _held_input_price(table, name, priced), refuse=self.refuses,
-                                   instead_of=self._room_taken_by_call(),
-                                   alone_at_estimate=self.alone_at_estimate)
+                held = budget.hold(estimate, name, input_price, refuse=self.refuses,
+                                   instead_of=self._room_taken_by_call(), alone_at_estimate=self.alone_at_estimate)
             except BudgetExceeded:
                 self._give_back_own(own)
                 raise
@@ -847,9 +774,8 @@ class TaskMeter(BaseCallbackHandler):
 
     def _hold_own(self, estimate: int, name: str | None,
                   priced: tuple[str, tuple[float, float]] | None) -> tuple[int, float]:
-        """Hold a call's prompt against the task's own ``max_tokens`` and ``max_usd`` before it is sent, as the
-        budget does, or refuse it when spent + held + this passes one: a tool's calls (one huge prompt, or a
-        batch) keep within them too. At the ratio they are judged at (:meth:`last_call`)."""
+        """Hold a call's prompt against the task's own limits, as the budget does, or refuse it when spent + held +
+        this passes one (a tool's calls, one huge prompt or a batch, keep within them too)."""
         if self.max_tokens is None and self.max_usd is None:
             return 0, 0.0
         learned = self.budget.learned(name) if self.budget is not None else None
@@ -858,12 +784,10 @@ class TaskMeter(BaseCallbackHandler):
         with self._lock:
             spent = self.charged_input_tokens + self.charged_output_tokens + self._own_held[0]
             if self.max_tokens is not None and spent + tokens > self.max_tokens:
-                raise BudgetExceeded(f"exceeded its max_tokens ({spent}/{self.max_tokens} tokens spent and held, "
-                                     f"~{tokens} more needed)", limit=self.max_tokens, spent=spent, unit="tokens")
+                raise self._over_own("tokens", spent, f" spent and held, ~{tokens} more needed")
             cost = self.cost_usd + self._own_held[1]
             if self.max_usd is not None and cost + usd > self.max_usd:
-                raise BudgetExceeded(f"exceeded its max_budget_per_run (${cost:.4f}/${self.max_usd:.4f} spent and "
-                                     f"held, ~${usd:.4f} more needed)", limit=self.max_usd, spent=cost, unit="usd")
+                raise self._over_own("usd", cost, f" spent and held, ~${usd:.4f} more needed")
             self._own_held = (self._own_held[0] + tokens, self._own_held[1] + usd)
         return tokens, usd
 
@@ -871,8 +795,7 @@ class TaskMeter(BaseCallbackHandler):
         with self._lock:
             self._own_held = (max(0, self._own_held[0] - own[0]), max(0.0, self._own_held[1] - own[1]))
 
-    def _release(self, run_id: Any) -> _Call | None:
-        """Give back the call's reservation; the call as it was sent (``None``: not seen starting)."""
+    def _release(self, run_id: Any) -> _Call | None:  # the call as sent, its holds given back (None: not seen)
         call = self._calls.pop(run_id, None)
         if call is None:
             return None
@@ -887,9 +810,8 @@ class TaskMeter(BaseCallbackHandler):
 
     def _end_call(self, run_id: Any, response: LLMResult, *, unfinished: bool = False) -> None:
         call = self._release(run_id)
-        usage, replied = _usage_of(response)
-        reported_in = token_count(usage.get("input_tokens")) if usage else 0
-        reported_out = token_count(usage.get("output_tokens")) if usage else 0
+        reported_in, reported_out, replied = _usage_of(response)
+        reported_in, reported_out = token_count(reported_in), token_count(reported_out)
         budget = self.budget
         if call is None:  # a call whose start this meter did not see: its report is all there is
             call = _Call(replied, call_price(self.prices or (budget.prices if budget else None), replied), 0, 0, 0.0)
@@ -915,14 +837,14 @@ class TaskMeter(BaseCallbackHandler):
             self.cost_usd += cost
             if priced is not None:
                 self.priced_as.add(priced[0])
-        if call.estimate and charged_in == reported_in:  # a believed report: what this task's tokenizer is
+        if budget is not None:
+            budget.spend(charged_in + charged_out, cost)
+        # Only a believed report teaches a ratio (the task's, the budget's): an estimate shows nothing of a tokenizer.
+        if call.estimate and charged_in == reported_in:
             scale = learned_scale(call.estimate, charged_in)
             with self._lock:
                 self._own_scale = max(scale, self._own_scale or scale)
-        if budget is not None:
-            budget.spend(charged_in + charged_out, cost)
-            # Only a believed report teaches the ratio: an estimate shows nothing of the tokenizer.
-            if call.estimate and charged_in == reported_in:
+            if budget is not None:
                 budget.learn(call.model, call.estimate, charged_in)  # keyed as the next reservation will be
 
 
@@ -930,17 +852,15 @@ _METERED_APART: contextvars.ContextVar[bool] = contextvars.ContextVar("subagents
 _TASK_METER: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("subagents_task_meter", default=None)
 _METER_IN_FORCE: contextvars.ContextVar[TaskMeter | None] = contextvars.ContextVar("subagents_meter_in_force",
                                                                                    default=None)
-# The meter in force (a child's, or the run's in a root tool) is added by LangChain to every callback manager
-# configured while it is set, and only where that very handler is not there already: a call given callbacks of
-# its own, which replace the inherited ones, is metered still, and a call that inherits the meter once.
+# LangChain adds the meter in force (a child's, or the run's in a root tool) to every callback manager configured
+# while it is set, where that handler is not already: a call given callbacks of its own is metered still, once.
 register_configure_hook(_METER_IN_FORCE, inheritable=True)
 
 
 def keep_child_exits() -> None:
-    """Hold a ``SystemExit`` (not a signal handler's), ``KeyboardInterrupt`` (no Ctrl-C's) or ``GeneratorExit``
-    raised in any asyncio task made where a child runs as a :class:`ChildExit` (asyncio would end the parent's run
-    with the first two and close the awaiting chain with the last), in the loop's task factory: the one place every
-    task passes."""
+    """Make a ``SystemExit`` (not a signal handler's), ``KeyboardInterrupt`` (no Ctrl-C's) or ``GeneratorExit`` in
+    an asyncio task made where a child runs a :class:`ChildExit` (asyncio would end the parent's run with the first
+    two, close the awaiting chain with the last), in the loop's task factory: the one place every task passes."""
     loop = asyncio.get_running_loop()
     if not isinstance(loop.get_task_factory(), _ExitsKept):
         loop.set_task_factory(_ExitsKept(loop.get_task_factory()))
@@ -1014,10 +934,9 @@ class RunEnded(BudgetExceeded, ParentCommand):
 
 
 class RunMeter(TaskMeter):
-    """The root graph's callback (``SubAgentMiddleware.metered(graph)``) counting every model call no other
-    meter counts (a root middleware's own) against the budget, and refusing one as a child's is: with
-    :class:`RunEnded`, whose node, left uncaught, ends the run on ``ended(refused)``. Calls in the root's tool
-    step are refused by :attr:`in_tools`, as a child's are."""
+    """The root graph's callback counting every model call no other meter counts (a root middleware's own) against
+    the budget; a refusal is a :class:`RunEnded` (the run ends on ``ended(refused)``). :attr:`in_tools` meters the
+    root's tool step, as a child's."""
 
     ignore_agent = True  # tool events: the root's tools are never this meter's to stop
 
@@ -1040,8 +959,7 @@ class RunMeter(TaskMeter):
                 node = (kwargs.get("metadata") or {}).get("langgraph_node")
                 if meter is not self or self.ended is None or not isinstance(node, str):
                     raise
-                update = {"messages": [self.ended(refused)]}
-                raise RunEnded(refused, Command(graph=node, update=update)) from refused
+                raise RunEnded(refused, Command(graph=node, update={"messages": [self.ended(refused)]})) from refused
 
     def _end_call(self, run_id: Any, response: LLMResult, *, unfinished: bool = False) -> None:
         for meter in (self, self.in_tools):
@@ -1064,28 +982,23 @@ MAX_FOLLOWED = 4096  # runs a _NodeMeter follows at once: far more than run toge
 
 
 class _NodeMeter(BaseCallbackHandler):
-    """Hands the run's meter a model call made in a metered graph's node with callbacks of its own (a root
-    middleware's summariser given a tracer), which replace the run's and the meter with them: found in the
-    node's config (no parent run), or followed from a run so started (with_retry, a chain), through its parent run
-    or, with none, the run whose context it is made in (with_fallbacks). The meter charges
-    a call it sees twice once (:meth:`RunMeter._start_call`)."""
+    """Hands the run's meter a model call made in a metered node with callbacks of its own, which replace the run's
+    (a root middleware's summariser given a tracer): the meter is in the node's config (no parent run), or followed
+    from a run so started (with_retry, a chain), or the run whose context it is made in (with_fallbacks)."""
 
-    raise_error = True  # the meter's refusal of an unpriced model is the call's
-    run_inline = True
+    raise_error = run_inline = True  # raising: the meter's refusal of an unpriced model is the call's
     ignore_agent = ignore_retriever = ignore_retry = ignore_custom_event = True
 
     def __init__(self) -> None:
-        # A run started with its own callbacks in a metered node -> its meter. At most MAX_FOLLOWED, the oldest
-        # going first: a run whose end never comes (cancelled mid-way, a stream left unread) leaves no entry for
-        # good. An OrderedDict: its pops are one step each, safe on any thread.
+        # A run started with its own callbacks in a metered node -> its meter; at most MAX_FOLLOWED, as a run's end
+        # may never come (cancelled, a stream left unread). An OrderedDict: its pops are atomic, safe on any thread.
         self._runs: collections.OrderedDict[Any, RunMeter] = collections.OrderedDict()
 
     def _meter(self, parent_run_id: Any) -> RunMeter | None:
         if parent_run_id is not None:
             return self._runs.get(parent_run_id)
-        # No parent: the run it is made in is the context's, whose config holds the meter (a node's), or whose
-        # callbacks are the child's of a run followed (a nested runnable handing the inner call the caller's own
-        # config: with_fallbacks, a lambda's call with callbacks of its own).
+        # No parent: the context's config holds the meter (a node's), or its callbacks are a followed run's child's
+        # (a nested runnable handing the inner call its caller's config: with_fallbacks, a lambda's own callbacks).
         config = var_child_runnable_config.get()
         return run_meter_in(config) or self._runs.get(getattr((config or {}).get("callbacks"), "parent_run_id", None))
 
@@ -1122,9 +1035,8 @@ class _NodeMeter(BaseCallbackHandler):
 
 
 _ONE_NODE_METER = _NodeMeter()
-# The default, not a set value: every context and thread sees it, but where another meter is in force (a child,
-# the root's model call, a root tool: metered_apart, metered_in_tools), whose refusal would leave its event
-# unawaited, a RuntimeWarning, in LangChain's async callback manager.
+# The default, not a set value: every context and thread sees it, but where another meter is in force (metered_apart,
+# metered_in_tools): its refusal would leave that event unawaited in LangChain's async manager (a RuntimeWarning).
 _NODE_METER: contextvars.ContextVar[_NodeMeter | None] = contextvars.ContextVar("subagents_node_meter",
                                                                                 default=_ONE_NODE_METER)
 
@@ -1165,7 +1077,8 @@ def _model_name(kwargs: dict[str, Any]) -> str | None:
     return next((name for name in names if isinstance(name, str) and name), None)
 
 
-def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:
+def _usage_of(response: LLMResult) -> tuple[Any, Any, str | None]:
+    """A reply's reported input and output tokens (unchecked: see :func:`token_count`) and model name."""
     # `type(...) is dict` first: the usual value, without an abstract-class check on every model call.
     llm_output = response.llm_output
     if not (type(llm_output) is dict or isinstance(llm_output, Mapping)):
@@ -1176,13 +1089,14 @@ def _usage_of(response: LLMResult) -> tuple[dict[str, Any] | None, str | None]:
             usage = getattr(message, "usage_metadata", None)
             if usage and (type(usage) is dict or isinstance(usage, Mapping)):
                 meta = getattr(message, "response_metadata", None) or {}
-                return dict(usage), _name_or_none(meta.get("model_name") or llm_output.get("model_name"))
+                usage, name = dict(usage), meta.get("model_name") or llm_output.get("model_name")
+                return usage.get("input_tokens"), usage.get("output_tokens"), name if isinstance(name, str) else None
     token_usage = llm_output.get("token_usage") or {}
     if token_usage and isinstance(token_usage, Mapping):
-        usage = {"input_tokens": token_usage.get("prompt_tokens", 0),
-                 "output_tokens": token_usage.get("completion_tokens", 0)}
-        return usage, _name_or_none(llm_output.get("model_name"))
-    return None, None
+        name = llm_output.get("model_name")
+        return (token_usage.get("prompt_tokens", 0), token_usage.get("completion_tokens", 0),
+                name if isinstance(name, str) else None)
+    return 0, 0, None
 
 
 def dollars(value: Any) -> float:
@@ -1191,18 +1105,9 @@ def dollars(value: Any) -> float:
     return max(float(value), 0.0) if ok else 0.0
 
 
-def _name_or_none(name: Any) -> str | None:
-    return name if isinstance(name, str) else None
-
-
 class TranscriptRecorder(BaseCallbackHandler):
     """Feeds a child's messages to one sink as its model calls happen. Only its own turns count: a call that
     continues the recorded history (a summariser's side call does not)."""
-
-    run_inline = True
-    ignore_chain = True
-    ignore_retriever = True
-    ignore_agent = True
 
     def __init__(self, sink: TranscriptSink) -> None:
         self.sink = sink
@@ -1250,9 +1155,7 @@ PROGRESS_INPUT_CHARS = 80
 
 def _main_argument(inputs: Any) -> str | None:
     """A tool call's first text argument (a path, a command, a pattern), cut short: what a progress line names."""
-    if not isinstance(inputs, Mapping):
-        return None
-    for value in inputs.values():
+    for value in inputs.values() if isinstance(inputs, Mapping) else ():
         if isinstance(value, str) and value.strip():
             text = " ".join(value.split())
             return text if len(text) <= PROGRESS_INPUT_CHARS else text[:PROGRESS_INPUT_CHARS - 3] + "..."
@@ -1271,8 +1174,7 @@ class RecordingMeter(TaskMeter):
         super().__init__(**limits)
         self.recorder = recorder
 
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None,
-                            **kwargs: Any) -> None:
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None, **kwargs: Any) -> None:
         try:  # the recorder reads no keyword but run_id: the others are not passed on (hot path)
             self.recorder.on_chat_model_start(serialized, messages, run_id=run_id)
         except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
@@ -1285,14 +1187,6 @@ class RecordingMeter(TaskMeter):
         except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
             log.warning("transcript recorder failed on a model answer: %r", exc)
         self._end_call(run_id, response)
-
-
-# Limits end a task with an answer. :class:`WrapUp` (in every built child with tools) reads the task's meter
-# before each model call: from the second call on it adds the limits line; on the last call a limit allows
-# (:meth:`TaskMeter.last_call`) it offers no tools, adds :data:`WRAP_UP_PROMPT` and drops any tool call of the
-# reply; the runner records the task ``partial`` with the limit's ``stop_reason`` (no text: the limit's error).
-# When other calls took the turns left, none is sent: the child's last text (:func:`_noted`) is the answer.
-# Budgets keep room for the wrap-up, so their bound on overshoot is unchanged. A compiled subagent has no wrap.
 
 
 DEFAULT_WRAP_UP_SHARE = 0.15  # the share of timeout_s left that makes the next call the wrap-up (9s of 60s)
@@ -1331,7 +1225,9 @@ def cut_short_note(stop: SubagentError) -> str:
 
 
 class WrapUp(AgentMiddleware):
-    """A built child's limits line, and its last call as a wrap-up with no tools (see the section above)."""
+    """Limits end a task with an answer: in every built child with tools, the limits line from its second call on;
+    on the last call a limit allows (:meth:`TaskMeter.last_call`), no tools, :data:`WRAP_UP_PROMPT` added and the
+    reply's tool calls dropped (the task is ``partial``). Budgets keep room for this wrap-up."""
 
     child_policy = ChildPolicy(model_call_only=True, keeps_model=True)
 
@@ -1339,17 +1235,13 @@ class WrapUp(AgentMiddleware):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
         request, wrapping = _wrap_up(request)
-        if isinstance(wrapping, ModelResponse):
-            return wrapping
-        return _noted(_without_tool_calls(handler(request)) if wrapping else handler(request))
+        return wrapping if isinstance(wrapping, ModelResponse) else _noted(handler(request), wrapping)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelResponse[Any]:
         request, wrapping = _wrap_up(request)
-        if isinstance(wrapping, ModelResponse):
-            return wrapping
-        return _noted(_without_tool_calls(await handler(request)) if wrapping else await handler(request))
+        return wrapping if isinstance(wrapping, ModelResponse) else _noted(await handler(request), wrapping)
 
 
 def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | ModelResponse[Any]]:
@@ -1365,15 +1257,18 @@ def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | Mode
     # Estimated as the meter will, only under a token or dollar limit.
     estimate = 0
     if meter.max_tokens is not None or meter.max_usd is not None or meter.budget is not None:
-        extras = meter.extras_estimate if meter.extras_estimate is not None else _schemas_estimate(request)
+        extras = meter.extras_estimate
+        if extras is None:  # the first call: its tool schemas, as TaskMeter._sent counts them
+            schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
+            extras = prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
         estimate = estimate_tokens([request.system_message, *request.messages]) + extras
-    stop = meter.last_call(estimate, _name_of(request.model))
+    name = getattr(request.model, "model_name", None) or getattr(request.model, "model", None)
+    stop = meter.last_call(estimate, name if isinstance(name, str) and name else None)
     if stop is None:
         return request, False
     if isinstance(stop, MaxTurnsReached) and meter.model_calls >= stop.max_turns and meter.wrapped_up is None:
-        # Other calls took the turns left (a tool's or a middleware's own model calls, metered as the child's):
-        # a wrap-up would pass the count. The task ends on the last answer it gave (none: the limit's error), as
-        # if it were the wrap-up's, so a call after it (a hook's jump back to the model) is refused.
+        # Other calls (a tool's or a middleware's, metered as the child's) took the turns left: the task ends on its
+        # last answer (none: the limit's error) as the wrap-up's, so a later call (a hook's jump back) is refused.
         meter.wrapped_up, meter._wrap_up_sent = stop, True
         said = next((m.text for m in reversed(request.messages) if isinstance(m, AIMessage) and m.text), "")
         return request, ModelResponse(result=[AIMessage(content=said)])
@@ -1388,19 +1283,9 @@ def _wrap_up_prompt_tokens() -> int:
     return estimate_tokens([HumanMessage(WRAP_UP_PROMPT)]) - estimate_tokens(())
 
 
-def _name_of(model: Any) -> str | None:
-    name = getattr(model, "model_name", None) or getattr(model, "model", None)
-    return name if isinstance(name, str) and name else None
-
-
-def _schemas_estimate(request: ModelRequest[Any]) -> int:
-    """The request's tool schemas in estimated tokens, as :meth:`TaskMeter._sent` counts them (first call)."""
-    schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
-    return prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
-
-
-def _noted(response: ModelResponse[Any]) -> ModelResponse[Any]:
-    """``response``, its text noted on the task's meter: the answer if a limit refuses a call before the wrap-up."""
+def _noted(response: ModelResponse[Any], wrapping: bool) -> ModelResponse[Any]:
+    """``response``, tool-free if ``wrapping``; its text noted on the meter, the answer if a limit refuses a call."""
+    response = _without_tool_calls(response) if wrapping else response
     meter = task_meter()
     said = next((m.text for m in reversed(response.result) if isinstance(m, AIMessage) and m.text), "")
     if meter is not None and said:
