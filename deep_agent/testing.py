@@ -101,11 +101,7 @@ class ScriptedChatModel(BaseChatModel):
         if isinstance(reply, BaseException) or (isinstance(reply, type) and issubclass(reply, BaseException)):
             raise reply
         message = _to_message(reply, messages)
-        # A stable stand-in for tokenisation: about four characters a token.
-        input_tokens = sum(len(m.text) for m in messages) // 4 + 1
-        output_tokens = (len(message.text) + len(json.dumps(message.tool_calls))) // 4 + 1
-        message.usage_metadata = UsageMetadata(input_tokens=input_tokens, output_tokens=output_tokens,
-                                               total_tokens=input_tokens + output_tokens)
+        message.usage_metadata = _usage(messages, message)
         # A scripted AIMessage's own metadata (a ``finish_reason``, say) is kept; the model name is added.
         message.response_metadata = {"model_name": self.model_name, **message.response_metadata}
         return ChatResult(generations=[ChatGeneration(message=message)])
@@ -135,3 +131,11 @@ def _to_message(reply: Reply, messages: list[BaseMessage]) -> AIMessage:
                   "type": "tool_call"} for i, c in enumerate(reply.get("tool_calls", ()))]
         return AIMessage(content=reply.get("content", ""), tool_calls=calls)
     raise InvalidArgumentType(f"unsupported scripted reply: {reply!r}")
+
+
+def _usage(messages: list[BaseMessage], reply: AIMessage) -> UsageMetadata:
+    # A stable stand-in for tokenisation: about four characters a token.
+    input_tokens = sum(len(m.text) for m in messages) // 4 + 1
+    output_tokens = (len(reply.text) + len(json.dumps(reply.tool_calls))) // 4 + 1
+    return UsageMetadata(input_tokens=input_tokens, output_tokens=output_tokens,
+                         total_tokens=input_tokens + output_tokens)
