@@ -171,9 +171,10 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
         command = []
 
 
-def starts(command: list[str], cwd: Path, *, unwrap: bool = True) -> Iterator[tuple[str, Path, str]]:
-    """What a simple command started from ``cwd`` loads from a folder, past ``env``, ``exec``, ``uv run``... and,
-    once, ``sh -c '...'``: ``(its interpreter word, the folder first on its import path, -m's top module or "")``
+def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
+    """What a simple command started from ``cwd`` loads from a folder, past ``env``, ``exec``, ``uv run``... and
+    ``sh -c '...'`` (nested too: each script is shorter, so it ends): ``(its interpreter word, the folder first
+    on its import path, -m's top module or "")``
     (``cwd`` for ``-m``, ``-c``, ``-`` or stdin; a script's own folder; nothing with ``-I``/``-P``), or
     ``("node", cwd, "")`` for a package runner (``npx``, ``npm exec``, ``yarn``...: ``node_modules/.bin``'s)."""
     words = list(command)
@@ -189,10 +190,10 @@ def starts(command: list[str], cwd: Path, *, unwrap: bool = True) -> Iterator[tu
     name = Path(words[0]).name.strip("${}") if words else ""
     if name in _NODE:
         yield "node", cwd, ""
-    elif _SHELL.fullmatch(name) and unwrap:
+    elif _SHELL.fullmatch(name):
         script = next((words[n + 1] for n, w in enumerate(words[:-1]) if re.fullmatch(r"-[a-z]*c[a-z]*", w)), "")
         for inner, inner_cwd in simple_commands(shell_words(script), cwd):
-            yield from starts(inner, inner_cwd, unwrap=False)
+            yield from starts(inner, inner_cwd)
     elif _PYTHON.fullmatch(name):
         args = iter(words[1:])
         for word in args:

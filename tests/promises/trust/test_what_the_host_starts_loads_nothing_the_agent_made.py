@@ -36,6 +36,7 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
     ({"diff.json.textconv": "python3 -c 'import json,sys; print(json.load(sys.stdin))'"}, {}, "json.py"),
     ({"diff.json.textconv": "python3 -mjson.tool"}, {}, "json/__init__.py"),
     ({"diff.json.textconv": "sh -c 'python3 -m json.tool \"$1\"' -"}, {}, "argparse.py"),
+    ({"diff.json.textconv": "sh -c 'sh -c \"python3 -m json.tool\"'"}, {}, "argparse.py"),  # nested
     ({"diff.json.textconv": "env -i python3.11 -u -"}, {}, "re.py"),
     ({"diff.json.textconv": "python3 tools/conv.py"}, {"tools/conv.py": "import json\n"}, "tools/json.py"),
     ({"diff.json.textconv": "/usr/bin/env python3 -m json.tool"}, {}, "argparse.py"),  # a wrapper by its path
