@@ -21,15 +21,35 @@ from pathlib import Path
 from typing import Any
 
 
+class _Lexer(shlex.shlex):
+    """``sh``'s words: a ``#`` starts a comment only where a word would start (``x=a#b`` is one word)."""
+
+    state: str | None  # shlex's: " " between words
+
+    @property
+    def commenters(self) -> str:
+        return "#" if self.state == " " else ""
+
+    @commenters.setter
+    def commenters(self, value: str) -> None:
+        pass
+
+
 def shell_words(command: str) -> list[str]:
-    """``command``'s words as ``sh`` splits them (operators apart); plain whitespace if it cannot be parsed."""
+    """``command``'s words as ``sh`` splits them, each operator a word of its own (``);`` is ``)`` and ``;``);
+    plain whitespace if it cannot be parsed."""
+    lexer = _Lexer(command.replace("\\\n", ""), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
     try:
-        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        return list(lexer)
+        words = list(lexer)
     except ValueError:  # an unclosed quote: the shell would refuse it too, but look at its words anyway
         return command.split()
+    return [part for word in words
+            for part in (_OPERATOR.findall(word) if word and set(word) <= set(lexer.punctuation_chars) else [word])]
 
+
+_OPERATOR = re.compile(r"&&|\|\||;;|\|&|[<>]&|&>|>>|<<|[();<>|&]")
+"""How a run of ``sh``'s operator characters splits into operators (``);`` is ``)`` then ``;``)."""
 
 # Where a word is split again into the paths it may hold: --out=./x, PYTHONPATH=a:b, a quoted "sh x".
 WORD_PARTS = re.compile(rf"[\s={re.escape(os.pathsep)}]+")
@@ -151,21 +171,29 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
         command = []
 
 
-def starts(command: list[str], cwd: Path, *, unwrap: bool = True) -> Iterator[tuple[str, Path, str]]:
-    """What a simple command started from ``cwd`` loads from a folder, past ``env``, ``exec``, ``uv run``... and,
-    once, ``sh -c '...'``: ``(its interpreter word, the folder first on its import path, -m's top module or "")``
+def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
+    """What a simple command started from ``cwd`` loads from a folder, past ``env``, ``exec``, ``uv run``... and
+    ``sh -c '...'`` (nested too: each script is shorter, so it ends): ``(its interpreter word, the folder first
+    on its import path, -m's top module or "")``
     (``cwd`` for ``-m``, ``-c``, ``-`` or stdin; a script's own folder; nothing with ``-I``/``-P``), or
     ``("node", cwd, "")`` for a package runner (``npx``, ``npm exec``, ``yarn``...: ``node_modules/.bin``'s)."""
     words = list(command)
-    while words and (words[0] in _WRAPPERS or _ASSIGNMENT.match(words[0]) or words[0].startswith("-")):
+    while words and ((wrapper := _WRAPPERS.get(Path(words[0]).name)) is not None or _ASSIGNMENT.match(words[0])):
         words.pop(0)
+        valued, positional = wrapper or ((), 0)
+        while words and (words[0].startswith("-") or positional):
+            word = words.pop(0)
+            positional -= not word.startswith("-")
+            if word in valued and words:  # its value is the next word; env -S's is the command's words
+                value = words.pop(0)
+                words[:0] = shell_words(value) if word in ("-S", "--split-string") else []
     name = Path(words[0]).name.strip("${}") if words else ""
     if name in _NODE:
         yield "node", cwd, ""
-    elif _SHELL.fullmatch(name) and unwrap:
+    elif _SHELL.fullmatch(name):
         script = next((words[n + 1] for n, w in enumerate(words[:-1]) if re.fullmatch(r"-[a-z]*c[a-z]*", w)), "")
         for inner, inner_cwd in simple_commands(shell_words(script), cwd):
-            yield from starts(inner, inner_cwd, unwrap=False)
+            yield from starts(inner, inner_cwd)
     elif _PYTHON.fullmatch(name):
         args = iter(words[1:])
         for word in args:
@@ -190,12 +218,22 @@ def starts(command: list[str], cwd: Path, *, unwrap: bool = True) -> Iterator[tu
 _PYTHON = re.compile(r"(\w*_)?(python|pypy)[0-9.]*(-dbg)?", re.IGNORECASE)  # "$INSTALL_PYTHON" too
 _SHELL = re.compile(r"(ba|da|z|k)?sh")
 _NODE = frozenset({"npx", "npm", "pnpm", "pnpx", "yarn", "bunx", "bun"})  # each runs node_modules/.bin's programs
-_WRAPPERS = frozenset({"env", "exec", "command", "nohup", "nice", "time", "then", "do", "else", "if", "while",
-                       "until", "uv", "run"})
-"""Words before the program a command starts (``env -i``, ``uv run``, ``then exec``...): its options left out too."""
+_RUNNER = (("--with", "--python", "-p", "--project", "--directory", "--extra", "--group", "--env-file", "-e",
+           "--environment", "-n", "--name", "--prefix", "--cwd"), 1)
+_WRAPPERS: dict[str, tuple[tuple[str, ...], int]] = {
+    **dict.fromkeys(("then", "do", "else", "if", "while", "until", "nohup", "command"), ((), 0)),
+    "env": (("-u", "--unset", "-C", "--chdir", "-S", "--split-string"), 0), "exec": (("-a",), 0),
+    "nice": (("-n", "--adjustment"), 0), "timeout": (("-s", "--signal", "-k", "--kill-after"), 1),
+    "stdbuf": (("-i", "-o", "-e", "--input", "--output", "--error"), 0), "time": (("-f", "--format", "-o"), 0),
+    "xargs": (("-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
+               "--max-procs", "--max-lines", "--max-chars", "--replace"), 0),
+    **dict.fromkeys(("uv", "poetry", "pipenv", "pdm", "hatch", "conda"), _RUNNER)}
+"""The words before the program a command starts, by name (``/usr/bin/env`` is ``env``): each one's options
+that take a value (``nice -n 5``), and how many words before the program are not options (``timeout``'s
+duration, ``uv run``'s ``run``)."""
 
 
-_OPERATORS = frozenset({"&&", "||", ";", "|", "&", "|&", "(", ")", "!", "{", "}"})
+_OPERATORS = frozenset({"&&", "||", ";", ";;", "|", "&", "|&", "(", ")", "!", "{", "}"})
 """The words after which a shell command starts."""
 
 

@@ -581,9 +581,13 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
             yield from ((path, RUN) for path in command_files(words, top, root))
             started.update(s for command, cwd in simple_commands(words, top) for s in starts(command, cwd))
         for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)):
-            for line in read_regular(hook, 1 << 20).decode("utf-8", "replace").splitlines():
-                started.update(s for command, cwd in simple_commands(shell_words(line), top)
-                               for s in starts(command, cwd))
+            lines = read_regular(hook, 1 << 20).decode("utf-8", "replace").replace("\\\n", "").splitlines()
+            # A hook run by its `#!` line is that line's command with the hook's path: a Python hook's real
+            # folder is its python's start folder, and the file it leads to is run like a script a config names.
+            shebang = [*shell_words(lines[0][2:]), str(hook)] if lines and lines[0].startswith("#!") else []
+            yield from ((path, RUN) for path in command_files(shebang, top, root))
+            for words in (shebang, *map(shell_words, lines)):
+                started.update(s for command, cwd in simple_commands(words, top) for s in starts(command, cwd))
     yield from _loaded_by_host(root, started)
 
 

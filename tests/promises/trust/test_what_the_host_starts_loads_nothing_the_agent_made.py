@@ -25,6 +25,10 @@ ARGS=(hook-impl --config=.pre-commit-config.yaml --hook-type=pre-commit)
 if [ -x "$INSTALL_PYTHON" ]; then exec "$INSTALL_PYTHON" -mpre_commit "${ARGS[@]}"; fi
 """
 
+HOOK_LOOP = '#!/bin/sh\nfor f in $(git diff --cached --name-only); do python3 -m json.tool "$f"; done\n'
+PYTHON_HOOK = {"scripts/pre-commit.py": "#!/usr/bin/env python3\nimport subprocess\n",
+               ".git/hooks/pre-commit": "-> ../../scripts/pre-commit.py"}  # the common link to a tracked script
+
 ROUTES = [  # (git config of the repository, files, what a command plants)
     ({"diff.json.textconv": "python3 -m json.tool"}, {}, "argparse.py"),
     ({"filter.nb.clean": '"/opt/venv/bin/python3" -m nbstripout'}, {}, "argparse.py"),
@@ -32,8 +36,16 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
     ({"diff.json.textconv": "python3 -c 'import json,sys; print(json.load(sys.stdin))'"}, {}, "json.py"),
     ({"diff.json.textconv": "python3 -mjson.tool"}, {}, "json/__init__.py"),
     ({"diff.json.textconv": "sh -c 'python3 -m json.tool \"$1\"' -"}, {}, "argparse.py"),
+    ({"diff.json.textconv": "sh -c 'sh -c \"python3 -m json.tool\"'"}, {}, "argparse.py"),  # nested
     ({"diff.json.textconv": "env -i python3.11 -u -"}, {}, "re.py"),
     ({"diff.json.textconv": "python3 tools/conv.py"}, {"tools/conv.py": "import json\n"}, "tools/json.py"),
+    ({"diff.json.textconv": "/usr/bin/env python3 -m json.tool"}, {}, "argparse.py"),  # a wrapper by its path
+    ({"diff.json.textconv": "nice -n 5 python3 -m json.tool"}, {}, "argparse.py"),  # an option's value
+    ({"diff.json.textconv": "timeout 10 python3 -m json.tool"}, {}, "argparse.py"),  # a wrapper's duration
+    ({"diff.json.textconv": "x=a#b; python3 -m json.tool"}, {}, "argparse.py"),  # no comment inside a word
+    ({}, {".git/hooks/pre-commit": HOOK_LOOP}, "argparse.py"),  # `);` is two operators
+    ({}, PYTHON_HOOK, "scripts/subprocess.py"),  # a Python hook's start folder is its file's real one
+    ({}, PYTHON_HOOK, "scripts/pre-commit.py"),
     ({}, {".git/hooks/pre-commit": PRE_COMMIT}, "pre_commit.py"),
     ({"filter.pretty.clean": "npx prettier --stdin-filepath %f"}, {}, "node_modules/.bin/prettier"),
     ({"core.hooksPath": "githooks"}, {}, "githooks/pre-commit"),
@@ -69,13 +81,17 @@ def test_the_projects_own_package_beside_stays_writable(runner):
 
 
 def repository(runner, config, files):
-    """A repository in the runner's workspace with ``config`` and ``files``, owned by its user; its protected set."""
+    """A repository in the runner's workspace with ``config`` and ``files`` (``-> target``: a link), owned by its
+    user; its protected set."""
     ws = runner.ws
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     for key, value in config.items():
         subprocess.run(["git", "config", "--file", str(ws / ".git" / "config"), key, value], check=True)
     for name, text in files.items():
         (ws / name).parent.mkdir(parents=True, exist_ok=True)
-        (ws / name).write_text(text)
+        if text.startswith("-> "):
+            (ws / name).symlink_to(text[3:])
+        else:
+            (ws / name).write_text(text)
     runner.chown(ws)
     return Protected.of(ws)
