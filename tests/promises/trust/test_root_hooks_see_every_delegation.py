@@ -134,7 +134,8 @@ def test_a_refused_background_start_gets_its_subagent_stop_at_once(tmp_path, run
         {"tool_calls": [tool_call("start_async_task", description="job", subagent_type="nobody")]}, "done"])
     out = run(create_deep_agent(model, background=True, hooks=hooks), user("go"))
     (answer,) = tool_messages(out)
-    assert answer.status == "error" and not out.get("async_tasks")
+    (record,) = out["async_tasks"].values()  # a start that ran no child is recorded all the same
+    assert answer.status == "error" and (record["status"], record["agent_type"]) == ("error", "nobody")
     events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     assert [(e["hook_event_name"], e.get("status")) for e in events] == [("SubagentStart", None), ("SubagentStop", "error")]
     assert events[1]["subagent_type"] == "nobody" and "nobody" in events[1]["result"]
