@@ -584,19 +584,13 @@ def _model_call(call: object) -> bool:
 
 
 def _depth_at_most(value: object, limit: int) -> bool:
-    """Whether ``value``'s dicts and lists nest at most ``limit`` deep (iterative: no recursion to exhaust)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Iterable[object] = item.values()
-        elif isinstance(item, (list, tuple)):
-            children = item
-        else:
-            continue
+    """Whether ``value``'s dicts and lists nest at most ``limit`` deep (level by level: no recursion to exhaust)."""
+    level, depth = [value], 1
+    while nested := [item for item in level if isinstance(item, (dict, list, tuple))]:
         if depth > limit:
             return False
-        stack.extend((child, depth + 1) for child in children)
+        level = [child for item in nested for child in (item.values() if isinstance(item, dict) else item)]
+        depth += 1
     return True
 
 
