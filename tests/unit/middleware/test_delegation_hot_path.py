@@ -193,7 +193,11 @@ def test_an_update_without_write_backs_lands_whole_as_a_copy_the_tool_kept_no_ha
     command, out = _run_and_see(child_writes=False)
     (message,) = tool_messages(out)
     # The tool node deep-copies every Command, ours included: nothing the tool kept can change the state.
-    assert message is not command.update["messages"][0] and message.text == ANSWER
+    kept = command.update["messages"][0]
+    assert message is not kept and message.text == ANSWER
+    # Its dicts are copies too: the tool's handle on them reaches nothing in the state.
+    kept.additional_kwargs["edited"] = kept.response_metadata["edited"] = True
+    assert not message.additional_kwargs and not message.response_metadata
     assert type(out["messages"]) is list and type(out["subagent_tasks"]) is dict
     assert list(out["subagent_tasks"]) == list(command.update["subagent_tasks"])
     assert out["notes"] == ["the parent's"]
