@@ -240,11 +240,18 @@ _OPERATORS = frozenset({"&&", "||", ";", ";;", "|", "&", "|&", "(", ")", "!", "{
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
+STDLIB_TRIES = frozenset({"org", "java", "docutils", "vms_lib", "_winreg", "win32api", "win32con", "win32evtlogutil"})
+"""Names the standard library's own modules import when they can (``copy`` and ``pickle`` try Jython's
+``org.python.core`` on 3.11) that are neither standard nor installed: found by a scan of its sources."""
+
+
 @functools.cache
 def import_names() -> frozenset[str]:
     """Every top-level name an import could ask for: the standard library's, every installed package's
-    (an optional dependency tried and missing), and ``sitecustomize``/``usercustomize``. Found once."""
-    names = {*sys.stdlib_module_names, *importlib.metadata.packages_distributions(), "sitecustomize", "usercustomize"}
+    (an optional dependency tried and missing), ``sitecustomize``/``usercustomize``, and what the standard
+    library itself tries beyond its own names (:data:`STDLIB_TRIES`). Found once."""
+    names = {*sys.stdlib_module_names, *importlib.metadata.packages_distributions(), "sitecustomize", "usercustomize",
+             *STDLIB_TRIES}
     return frozenset(name for name in names if name.isidentifier())
 
 
@@ -259,7 +266,9 @@ def would_import(folder: Path, names: Iterable[str]) -> Iterator[Path]:
         package = folder / name
         inits = [package / f"__init__{suffix}" for suffix in suffixes]
         module = sys.modules.get(name)
-        namespace = module is not None and getattr(module, "__file__", None) is None and hasattr(module, "__path__")
+        # A namespace package this program imported, or a name nothing installs (a portion of it is the only one).
+        namespace = name in STDLIB_TRIES or (module is not None and getattr(module, "__file__", None) is None
+                                             and hasattr(module, "__path__"))
         if namespace or (os.path.isdir(package) and any(os.path.lexists(init) for init in inits)):
             yield package
             if os.path.isfile(package / "__init__.py"):

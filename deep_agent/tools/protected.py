@@ -620,8 +620,10 @@ def _installed(python: str) -> set[str]:
 
 
 _DIRENV = {"dotenv": ".env", "dotenv_if_exists": ".env", "source_env": "", "source_env_if_exists": "",
-           "source_up": ".envrc", "source_up_if_exists": ".envrc", "watch_file": "", "PATH_add": "", "path_add": ""}
-"""direnv's commands that load (or watch) a path, and the one each takes when given none."""
+           "source_up": ".envrc", "source_up_if_exists": ".envrc", "watch_file": "", "PATH_add": "", "path_add": "",
+           "source": "", ".": ""}
+"""direnv's commands (and the shell's ``source``/``.``: an ``.envrc`` is bash) that load (or watch) a path, and
+the one each takes when given none."""
 
 
 def _direnv_loads(envrc: Path, root: Path) -> Iterator[Path]:

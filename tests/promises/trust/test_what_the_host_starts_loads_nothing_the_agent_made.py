@@ -53,6 +53,9 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
     ({}, {".envrc": "source_env_if_exists .envrc.local\n"}, ".envrc.local"),
     ({}, {"sub/.envrc": "dotenv_if_exists ../.env.dev\nPATH_add bin\n"}, "sub/bin/git"),
     ({}, {".envrc": "export A=1\n"}, ".envrc"),
+    ({}, {".envrc": "source ./scripts/dev-env.sh\n"}, "scripts/dev-env.sh"),  # an .envrc is bash: its own source
+    ({}, {".envrc": ". ./dev.sh\n"}, "dev.sh"),
+    ({"diff.tar.textconv": "python3 -m tarfile -l"}, {}, "org/python/core.py"),  # copy and pickle try Jython's org
 ]
 
 
