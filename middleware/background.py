@@ -57,7 +57,7 @@ from middleware.task_tool import (
     ASYNC_LEDGER_KEY,
     EXCLUDED_STATE_KEYS,
     LOST_REASON,
-    PlainValues,
+    OwnUpdate,
     RecordedTool,
     TaskToolInput,
     answered_response,
@@ -551,10 +551,10 @@ def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None 
                           status="error" if error else "success")
     ledger = dict(updates or {})
     if record is not None:
-        ledger[record["id"]] = PlainValues(record)
+        ledger[record["id"]] = dict(record)
     # Written even empty: a run that calls these tools is not touched at its start (touch_if_quiet), so a thread
     # that only lists tasks would never write its ledger, each load walking back further.
-    return Command(update={"messages": [message], ASYNC_LEDGER_KEY: ledger})
+    return Command(update=OwnUpdate({"messages": [message], ASYNC_LEDGER_KEY: ledger}))
 
 
 class AsyncTaskLedgerState(AgentState):

@@ -45,37 +45,31 @@ def clip(text: str, limit: int) -> str:
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
-class PlainValues(dict[str, object]):
-    """A reply's record or usage, copied as LangGraph's tool node deep-copies a tool's ``Command`` (whose update
-    is a dict) at a fraction of the cost: a copy holds the same immutable values a deep copy would, and a deep
-    copy of every other value. Delegations and starts pay that copy; their records are mostly plain values."""
+class OwnUpdate(dict[str, object]):
+    """A tool's ``Command`` update made fresh here: LangGraph's tool node deep-copies every dict update, and this
+    one's own keys (:data:`OWN_KEYS`: reply, record, usage) copy at a third of the cost, as the same independent
+    copy: plain values kept as a deep copy keeps them, a message by pydantic's ``model_copy``. Any other key (a
+    child's write-back) by ``copy.deepcopy``. Were LangGraph to stop copying, only the cost would change."""
 
     def __deepcopy__(self, memo: dict[int, object]) -> dict[str, object]:
-        copied = dict(self)
-        for key, value in self.items():
-            if type(value) not in _PLAIN:
-                copied[key] = copy.deepcopy(value, memo)
-        return copied
+        return {key: _copied(value, memo) if key in OWN_KEYS else copy.deepcopy(value, memo)
+                for key, value in self.items()}
 
 
-class _DelegationUpdate(dict[str, object]):
-    """A delegation's update, deep-copied as LangGraph's tool node deep-copies a ``Command``'s update, its messages
-    at a third of the cost: each a pydantic ``model_copy`` whose values are copied in turn if not plain."""
-
-    def __deepcopy__(self, memo: dict[int, object]) -> dict[str, object]:
-        return {key: [_copy(m, memo) for m in value] if key == "messages" and type(value) is list
-                else copy.deepcopy(value, memo) for key, value in self.items()}
-
-
-def _copy(message: object, memo: dict[int, object]) -> object:
-    if not isinstance(message, BaseMessage):
-        return copy.deepcopy(message, memo)
-    copied = message.model_copy()
-    for fields in (copied.__dict__, copied.__pydantic_extra__ or {}):
-        for key, value in fields.items():
-            if type(value) not in _PLAIN:  # an empty dict (the usual kwargs and metadata) needs no deep copy
-                fields[key] = {} if type(value) is dict and not value else copy.deepcopy(value, memo)
-    return copied
+def _copied(value: object, memo: dict[int, object]) -> object:
+    if type(value) in _PLAIN:
+        return value
+    if type(value) is dict:
+        return {key: _copied(item, memo) for key, item in value.items()}
+    if type(value) is list:
+        return [_copied(item, memo) for item in value]
+    if not isinstance(value, BaseMessage):
+        return copy.deepcopy(value, memo)
+    message = value.model_copy()
+    for fields in (message.__dict__, message.__pydantic_extra__ or {}):
+        for key, item in fields.items():
+            fields[key] = _copied(item, memo)
+    return message
 
 
 def ledger_entry(record: Mapping[str, object]) -> dict[str, object]:
@@ -98,6 +92,7 @@ LEDGER_KEY = "subagent_tasks"
 ASYNC_LEDGER_KEY = "async_tasks"
 USAGE_KEY = "subagent_usage"
 TASK_TOOL_NAME = "task"
+OWN_KEYS = frozenset({"messages", LEDGER_KEY, ASYNC_LEDGER_KEY, USAGE_KEY})  # what OwnUpdate copies itself
 
 EXCLUDED_STATE_KEYS: frozenset[str] = frozenset(
     {"messages", "todos", "structured_response", "jump_to", "skills_metadata",
@@ -635,10 +630,10 @@ def outcome_command(runtime: ToolRuntime, outcome: TaskOutcome, writes: SiblingW
         if skipped:
             record = {**record, "skipped_writes": skipped}
     ours = {
-        LEDGER_KEY: {record["id"]: PlainValues(ledger_entry(record))},
-        USAGE_KEY: PlainValues({**{k: record.get(k, 0) for k in ("model_calls", "input_tokens", "output_tokens",
-                                                                 "cost_usd")}, "tasks": 1}),
+        LEDGER_KEY: {record["id"]: ledger_entry(record)},
+        USAGE_KEY: {**{k: record.get(k, 0) for k in ("model_calls", "input_tokens", "output_tokens", "cost_usd")},
+                    "tasks": 1},
         "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
                                   answer=outcome.answer, error=outcome.error)],
     }
-    return Command(update=_DelegationUpdate({**update, **ours}))
+    return Command(update=OwnUpdate({**update, **ours}))
