@@ -19,3 +19,19 @@ def _gone_within(pid: int, seconds: float) -> bool:
     while _alive(pid) and time.monotonic() < stop:
         time.sleep(0.05)
     return not _alive(pid)
+
+
+def forked_exit_code(pid: int, seconds: float) -> int | None:
+    """A forked child's exit code, or ``None`` (and the child killed) if it has not ended within ``seconds``: a
+    hang guard, never a time the child must keep."""
+    import os
+    import signal
+
+    deadline = time.monotonic() + seconds
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return None
+    return os.waitstatus_to_exitcode(done[1])

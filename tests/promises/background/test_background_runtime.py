@@ -215,7 +215,8 @@ def test_on_close_runs_every_callback_once_even_if_one_fails_or_the_loop_never_s
 
 def test_a_child_forked_while_a_task_runs_forgets_the_runtime_and_exits():
     import os
-    import signal
+
+    from helpers.processes import forked_exit_code
 
     runtime = BackgroundRuntime()
 
@@ -234,16 +235,6 @@ def test_a_child_forked_while_a_task_runs_forgets_the_runtime_and_exits():
             code = 0
         finally:
             os._exit(code)
-    done = (0, 0)
-    try:
-        deadline = time.monotonic() + 20
-        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert done[0] == pid, "the forked child hung"
-        assert os.waitstatus_to_exitcode(done[1]) == 0
-    finally:
-        if done[0] == 0:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+    assert forked_exit_code(pid, 20) == 0, "the forked child hung or failed"
     assert not held[0].closed and held[0].run(asyncio.sleep(0, "runs on")) == "runs on"  # the parent's is untouched
     held[0].close()

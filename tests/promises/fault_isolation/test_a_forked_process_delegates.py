@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import time
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from helpers.graphs import records, user
+from helpers.processes import forked_exit_code
 from subagents.settings import DelegationSettings
 
 DELEGATE = {"tool_calls": [tool_call("task", description="Work.", subagent_type="w")]}
@@ -33,14 +32,4 @@ def test_an_ainvoke_delegation_in_a_process_forked_after_one_completes(tmp_path)
             code = 0 if [(r["status"], r["result"]) for r in records(state)] == [("completed", "the answer")] else 2
         finally:
             os._exit(code)
-    done = (0, 0)
-    try:
-        deadline = time.monotonic() + 120  # a hang guard, not a time the delegation must keep
-        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert done[0] == pid, "the forked process's delegation never ended"
-        assert os.waitstatus_to_exitcode(done[1]) == 0
-    finally:
-        if done[0] == 0:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+    assert forked_exit_code(pid, 120) == 0, "the forked process's delegation failed or never ended"
