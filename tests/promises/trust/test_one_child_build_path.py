@@ -169,9 +169,12 @@ def test_a_background_child_waits_for_the_parents_approval_and_is_redacted_by_it
     config = {"configurable": {"thread_id": f"{way}-{next(_threads)}"}}
     out = run(agent, user("go"), config)
     (task_id,) = started_ids(out["messages"])
-    if retried:
+    # A child that fails before the parent's second model call is told in that call, and retried in the same
+    # turn; one that fails later is told at the next turn. Either way the second attempt is the one checked.
+    if retried and background.task(task_id).fields["attempt"] == 1:
         wait_for(lambda: background.status(task_id) == "error")
         run(agent, user("how is it going?"), config)  # the failure is told, and the parent retries it
+    assert not retried or background.task(task_id).fields["attempt"] == 2
     wait_for(lambda: background.status(task_id) == "waiting_for_approval")
     request = background.task(task_id).fields["approval_request"]
     assert "wire_money" in str(request) and MOVED == [], "the child ran the parent's gated tool unasked"
