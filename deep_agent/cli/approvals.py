@@ -20,7 +20,7 @@ from rich.text import Text
 
 from deep_agent.cli.errors import ApprovalNeeded
 from deep_agent.cli.live_view import TaskTree, relayed_stderr
-from deep_agent.cli.terminal import discard_typed_ahead, printable
+from deep_agent.cli.terminal import TypedLines, discard_typed_ahead, printable
 from subagents.runner import stop_on_ctrl_c
 
 Asker = Callable[[str, str, Mapping[str, Any]], str | None]
@@ -70,10 +70,10 @@ class TerminalAsker:
         self.console.print(Text(HELP_LINE.format(tool=printable(tool)), style="dim"), highlight=False)
         discard_typed_ahead(self.stdin)
         # The prompt blocks the loop's thread, so asyncio.run's handler (a cancellation) would wait for it:
-        # within it Ctrl-C raises KeyboardInterrupt at once.
+        # within it Ctrl-C raises KeyboardInterrupt at once (and TypedLines never holds it until Enter).
         with stop_on_ctrl_c(then=signal.default_int_handler):
             while True:
-                text = self.console.input(Text(PROMPT)).strip().lower()
+                text = self.console.input(Text(PROMPT), stream=TypedLines(self.stdin)).strip().lower()
                 answer = next((word for word in ANSWERS if text in (word, word[0])), None)
                 if answer == "yes":
                     return None
@@ -81,7 +81,8 @@ class TerminalAsker:
                     self.always.add(tool)
                     return None
                 if answer == "no":
-                    reason = self.console.input(Text("Reason (the agent reads it): ")).strip()
+                    reason = self.console.input(Text("Reason (the agent reads it): "),
+                                                stream=TypedLines(self.stdin)).strip()
                     return reason or "the user rejected this call"
                 *first, last = (word[0] for word in ANSWERS)
                 self.console.print(f"Please answer {', '.join(first)} or {last}.")

@@ -19,6 +19,7 @@ from typing import Any
 from deep_agent.cli.agents import agent_problems, plan_models, read_mapping, read_profiles, require_dirs
 from deep_agent.cli.errors import UsageError
 from deep_agent.cli.folder_trust import HOW_TO_TRUST, TrustRecord, config_dir, describe, fingerprint, folder_commands
+from deep_agent.cli.terminal import TypedLines
 from deep_agent.tools.host_code import files_run_by
 from subagents import Budget, BuildOptions, SpecError, discover_agents
 
@@ -237,7 +238,8 @@ def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True, comm
         print("They run in Bash's sandbox: no network, keys or home unless the flags give them." if confined else
               "They run on this machine unconfined, with your keys, network and home (Bash is not sandboxed).",
               file=sys.stderr)
-        answer = input("Trust this folder and let these commands run? [y/N] ")
+        print("Trust this folder and let these commands run? [y/N] ", end="", flush=True)
+        answer = TypedLines(sys.stdin).readline()
         trust_now = answer.strip().lower() in ("y", "yes")
     if trust_now:
         record.trust(folder, digest)

@@ -8,7 +8,9 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import re
+import select
 import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -100,3 +102,26 @@ def discard_typed_ahead(stdin: Any) -> None:
             termios.tcflush(stdin.fileno(), termios.TCIFLUSH)
     except (termios.error, OSError, ValueError, AttributeError):  # not a terminal, or closed
         return
+
+
+class TypedLines:
+    """``stdin`` as ``Console.input``'s ``stream``: the next line typed, where a Ctrl-C never waits for Enter.
+
+    Python runs a signal's handler between bytecodes. A Ctrl-C that lands as the prompt is written, before a
+    blocking read starts, or on another thread while it blocks, would wait for a line to be typed: so the wait
+    polls (back in Python each ``POLL_S``), and the read starts once a terminal's line mode has a whole line.
+    """
+
+    POLL_S = 0.1
+
+    def __init__(self, stdin: Any) -> None:
+        self.stdin = stdin
+
+    def readline(self) -> str:
+        with contextlib.suppress(AttributeError, ValueError, OSError, TypeError):  # no descriptor: read as it is
+            while not select.select([self.stdin], [], [], self.POLL_S)[0]:
+                pass
+        line = str(self.stdin.readline())
+        if not line:
+            raise EOFError  # as input() does: no answer will ever come
+        return line

@@ -22,7 +22,7 @@ class Terminal:
     def isatty(self) -> bool:
         return True
 
-    def input(self, prompt: Any) -> str:
+    def input(self, prompt: Any, **_: Any) -> str:
         self.prompts.append(str(prompt))
         return self.typed.pop(0)
 
