@@ -282,10 +282,9 @@ class TaskIdInput(BaseModel):
     task_id: str = Field(description="The task id that start_async_task returned.")
 
 
-class UpdateTaskInput(BaseModel):
+class UpdateTaskInput(TaskIdInput):
     """Arguments of ``update_async_task``."""
 
-    task_id: str = Field(description="The task id that start_async_task returned.")
     message: str = Field(default="", description="The new instruction, the follow-up, or the reason for a "
                                                  "decision.")
     decision: Literal["approve", "reject"] | None = Field(default=None, description=(

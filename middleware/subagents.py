@@ -302,7 +302,10 @@ class SubAgentMiddleware(AgentMiddleware):
         if self.delegation_limit is not None:
             request = self.delegation_limit.withdrawn_when_exhausted(request)
         block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
-        return with_prompt_block(request, block), update, self.forced is None and _left_to_a_served_model(request)
+        # Served: the model may call ``task`` here (a limit may have withdrawn it) and its server could say it cannot.
+        served = self.forced is None and _names_a_server(request.model) and \
+            any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
+        return with_prompt_block(request, block), update, served
 
     @property
     def _tool_names(self) -> tuple[str, ...]:
@@ -463,12 +466,6 @@ def _finished_before_the_stop(saved: Sequence[CheckpointTuple], call_ids: set[st
     if usage is not None:
         update[USAGE_KEY] = usage
     return answers, update
-
-
-def _left_to_a_served_model(request: ModelRequest[ContextT]) -> bool:
-    """Whether the model may call ``task`` here (a limit may have withdrawn it) and its server (an
-    OpenAI-compatible model's ``openai_api_base``) could say it cannot."""
-    return _names_a_server(request.model) and any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
 
 
 _servers: dict[int, tuple[object, bool]] = {}

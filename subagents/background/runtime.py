@@ -432,9 +432,6 @@ class Inboxes:
         """Remove and return everything queued for the task (its inbox goes with it)."""
         return list(self._boxes.pop(task_id, ()))
 
-    def pending(self, task_id: str) -> int:
-        return len(self._boxes.get(task_id) or ())
-
     def clear(self) -> None:
         self._boxes.clear()
 
@@ -825,10 +822,6 @@ class OutcomeStores:
     def __init__(self) -> None:
         self.memory = MemoryOutcomes()
         self._files: dict[str, SqliteOutcomes] = {}
-
-    def for_db(self, path: str | None) -> OutcomeStore:
-        """The store for a record whose ``outcome_db`` is ``path`` (memory when ``None``)."""
-        return self.file(path) if path else self.memory
 
     def file(self, path: str) -> SqliteOutcomes:
         return self._files.setdefault(path, SqliteOutcomes(path))

@@ -61,7 +61,7 @@ def test_a_message_sent_while_end_listeners_run_reaches_the_child() -> None:
             assert time.monotonic() < deadline, f"the message never reached the child: {task.fields}"
             time.sleep(0.05)
         assert task.fields["result"] == "answer to: do X / [Update from your caller] Focus on 2024."
-        assert mw.runtime.inboxes.pending(task_id) == 0
+        assert mw.runtime.inboxes.take(task_id) == []
         later = agent.invoke({"messages": [HumanMessage("status?")]}, {"configurable": {"thread_id": "t1"}})
         notices = [m.text for m in later["messages"] if "Background task updates" in m.text]
         assert notices and "Focus on 2024." in notices[-1]  # the parent hears the answer to it

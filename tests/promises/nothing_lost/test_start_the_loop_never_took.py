@@ -62,7 +62,7 @@ def test_a_start_the_loop_never_took_is_stored_lost(tmp_path: Path) -> None:
 
     reader = BackgroundRuntime()
     try:
-        stored = reader.outcomes.for_db(str(db.resolve())).load(record["id"])
+        stored = reader.outcomes.file(str(db.resolve())).load(record["id"])
     finally:
         reader.close()
         conn.close()
