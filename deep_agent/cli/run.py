@@ -56,10 +56,8 @@ def run_command(args: argparse.Namespace) -> int:
     console = Console()
     for warning in setup.warnings:
         print(f"warning: {printable(warning)}", file=sys.stderr)
-    notices = [] if getattr(args, "quiet", False) else list(setup.notices)
-    if not getattr(args, "quiet", False) and notes_unseen(Path.cwd(), setup.folder_notes, setup.agent_files):
-        notices = setup.folder_notes + notices
-    for notice in notices:
+    unseen = not args.quiet and notes_unseen(Path.cwd(), setup.folder_notes, setup.agent_files)
+    for notice in [] if args.quiet else [*(setup.folder_notes if unseen else []), *setup.notices]:
         console.print(Text.assemble(("note:", "dim"), " ", printable(notice)), highlight=False)
     return asyncio.run(run_turns(setup, [args.prompt], args, title="deep agent", console=console))
 
