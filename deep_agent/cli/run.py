@@ -200,15 +200,11 @@ def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.N
     problems = {p.path: p.message for p in found.problems}
     try:
         skills: Any = SkillCatalog(discover_skills(args.skills_dirs, project_dir=Path.cwd()).values)
-    except SpecError:
-        skills = None  # a broken skill folder is the build's error to report, not an agent file's
+    except SpecError:  # a broken skill folder is the build's error to report: only the models are checked here
+        skills = None
     options = BuildOptions(model_profiles=plan.profiles, unknown_model=args.unknown_model, skills=skills)
     usable = [d for d in found.definitions.values() if d.value.name not in untrusted]
-    if skills is None:  # without a catalog, only the models can be checked here
-        usable_problems = {d.path: f"{d.path}: {plan.problems[d.value.name]}" for d in usable
-                           if d.value.name in plan.problems}
-    else:
-        usable_problems = agent_problems(usable, plan, options, check_servers=False)[0]
+    usable_problems = agent_problems(usable, plan, options if skills is not None else None, check_servers=False)[0]
     problems |= {path: message for path, message in usable_problems.items() if path not in problems}
     if not problems:
         return set(), []
