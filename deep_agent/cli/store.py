@@ -442,16 +442,12 @@ def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messag
                if r.get("tool_call_id") and any(is_clipped(r, k) for k in ("description", "result", "error"))}
     if not clipped:
         return
-    calls: dict[Any, str] = {}
-    replies: dict[Any, str] = {}
-    for message in messages:
-        kind = getattr(message, "type", "")
-        if kind == "ai":
-            for call in getattr(message, "tool_calls", None) or ():
-                if call.get("id") in clipped and isinstance((call.get("args") or {}).get("description"), str):
-                    calls[call["id"]] = call["args"]["description"]
-        elif kind == "tool" and getattr(message, "tool_call_id", None) in clipped:
-            replies[message.tool_call_id] = _text(message)
+    messages = list(messages)  # read twice
+    calls = {call["id"]: call["args"]["description"] for m in messages if getattr(m, "type", "") == "ai"
+             for call in getattr(m, "tool_calls", None) or ()
+             if call.get("id") in clipped and isinstance((call.get("args") or {}).get("description"), str)}
+    replies = {m.tool_call_id: _text(m) for m in messages
+               if getattr(m, "type", "") == "tool" and getattr(m, "tool_call_id", None) in clipped}
     for row in (row for row in rows if row.tool_call_id in clipped):
         row.description = calls.get(row.tool_call_id, row.description)
         if (reply := replies.get(row.tool_call_id)) is not None and row.status == "completed":
