@@ -258,15 +258,13 @@ def read_prices(path: Path | None) -> dict[str, tuple[float, float]] | None:
     """``--prices FILE``: model name -> [USD per million input tokens, output tokens]."""
     if path is None:
         return None
-    data = read_mapping(path, "--prices", "a mapping of model name to [input, output] USD")
-    prices: dict[str, tuple[float, float]] = {}
-    for name, pair in data.items():
-        ok = isinstance(pair, Sequence) and not isinstance(pair, str) and len(pair) == 2 and all(
-            isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0 for p in pair)
-        if not ok:
-            raise UsageError(f"--prices {path}: {str(name)[:80]!r}: expected [input, output] USD per million tokens")
-        prices[str(name)] = (float(pair[0]), float(pair[1]))
-    return prices
+    from subagents.metering import check_prices
+
+    try:
+        return check_prices(read_mapping(path, "--prices", "a mapping of model name to [input, output] USD"),
+                            argument=f"--prices {path}")
+    except SpecError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
