@@ -116,7 +116,7 @@ def create_deep_agent(
         hooks: Claude Code hooks for the root, ``SubagentStart``/``SubagentStop`` around each delegation; see
             :class:`subagents.definitions.HookMiddleware`.
     """
-    tools, subagents, middleware = tools or (), subagents or (), middleware or ()
+    tools, subagents, middleware = list(tools or ()), subagents or (), middleware or ()
     settings = (settings or DelegationSettings()).with_keywords(
         budget=budget, permission_mode=permission_mode, mcp_servers=mcp_servers, interrupt_on=interrupt_on)
     root = settings.root
@@ -133,7 +133,6 @@ def create_deep_agent(
         root_model = resolve_root_model(model)
     remote = (*settings.background.background_subagents, *(s for s in subagents if is_async_spec(s)))
     settings = settings.updated(state_schemas=parent_state_schemas(state_schema, middleware))
-    tools = list(tools)
     check_ledger_fields(state_schema, "create_deep_agent: argument 'state_schema'")
     skill_block = settings.definitions.skills().prompt_block()
     options = settings.definitions.build_options()
