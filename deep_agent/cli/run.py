@@ -166,8 +166,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     folder_notes += [f"{wrong}/ is not read: agent files go in {right}/ (rename the folder)"
                      for wrong, right in MISPLACED_AGENT_DIRS.items() if not args.agents_dirs
                      and (Path.cwd() / wrong).is_dir() and not (Path.cwd() / right).is_dir()]
-    missing = tools_not_provided(specs)
-    if missing:
+    if missing := tools_not_provided(specs):
         named = "; ".join(f"{tool} ({', '.join(agents)})" for tool, agents in sorted(missing.items()))
         folder_notes.append(f"no built-in tool provides {named}; those agents run without them")
     folder_notes += [message for _, message in found.notes]
@@ -231,8 +230,7 @@ def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True, comm
         print("They run in Bash's sandbox: no network, keys or home unless the flags give them." if confined else
               "They run on this machine unconfined, with your keys, network and home (Bash is not sandboxed).",
               file=sys.stderr)
-        answer = input("Trust this folder and let these commands run? [y/N] ")
-        trust_now = answer.strip().lower() in ("y", "yes")
+        trust_now = input("Trust this folder and let these commands run? [y/N] ").strip().lower() in ("y", "yes")
     if trust_now:
         record.trust(folder, digest)
         return set()
