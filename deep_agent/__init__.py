@@ -34,24 +34,15 @@ if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
     from subagents.spec import CompiledSubAgent as CompiledSubAgent
     from subagents.spec import SubAgent as SubAgent
 
-_WHERE = {
-    "create_deep_agent": "deep_agent.factory",
-    "resolve_root_model": "deep_agent.factory",
-    "DeepAgentState": "deep_agent.factory",
-    "OpenAICompatibleChat": "deep_agent.local_model",
-    "ScriptedChatModel": "deep_agent.testing",
-    "ScriptExhausted": "deep_agent.testing",
-    "tool_call": "deep_agent.testing",
-    "SubAgentMiddleware": "middleware",
-    "AsyncSubAgentMiddleware": "middleware",
-    "AsyncSubAgentState": "middleware",
-    "CompiledSubAgent": "subagents.spec",
-    "CompiledSubagent": "subagents",
-    "AsyncSubAgent": "subagents.spec",
-    "SubAgent": "subagents.spec",
-    "aanswer_approval": "subagents.background",
-    "answer_approval": "subagents.background",
-}
+_WHERE = {name: module for module, names in {
+    "deep_agent.factory": ("DeepAgentState", "create_deep_agent", "resolve_root_model"),
+    "deep_agent.local_model": ("OpenAICompatibleChat",),
+    "deep_agent.testing": ("ScriptExhausted", "ScriptedChatModel", "tool_call"),
+    "middleware": ("AsyncSubAgentMiddleware", "AsyncSubAgentState", "SubAgentMiddleware"),
+    "subagents": ("CompiledSubagent",),
+    "subagents.background": ("aanswer_approval", "answer_approval"),
+    "subagents.spec": ("AsyncSubAgent", "CompiledSubAgent", "SubAgent"),
+}.items() for name in names}
 
 __all__ = sorted(_WHERE)
 

@@ -1,11 +1,4 @@
-"""``create_deep_agent``: a root agent that delegates through ``task``, from our arguments or deepagents'.
-
-Example::
-
-    agent = create_deep_agent("openai:gpt-4.1-mini", tools=[search], system_prompt="You plan and delegate.",
-                              subagents=[{"name": "researcher", "description": "Finds facts.",
-                                          "system_prompt": "Research and cite.", "tools": ["search"]}])
-"""
+"""``create_deep_agent``: a root agent that delegates through ``task``, from our arguments or deepagents'."""
 
 from __future__ import annotations
 
@@ -61,8 +54,10 @@ def resolve_root_model(model: str | BaseChatModel | None) -> BaseChatModel:
     """A ``"provider:model"`` string through ``init_chat_model``, or the model itself (``None``: deepagents'
     deprecated default, with a ``DeprecationWarning``)."""
     if model is None:
-        warnings.warn(MODEL_NONE_WARNING, DeprecationWarning, stacklevel=3)
-        model = DEFAULT_MODEL
+        model = "anthropic:claude-sonnet-4-6"  # deepagents' default
+        warnings.warn(f"Passing `model=None` to `create_deep_agent` is deprecated, as in deepagents: its default "
+                      f"({model}) is used. Specify a model explicitly (e.g. 'openai:gpt-4.1-mini').",
+                      DeprecationWarning, stacklevel=3)
     if isinstance(model, str):
         from langchain.chat_models import init_chat_model
 
@@ -121,7 +116,7 @@ def create_deep_agent(
         hooks: Claude Code hooks for the root, ``SubagentStart``/``SubagentStop`` around each delegation; see
             :class:`subagents.definitions.HookMiddleware`.
     """
-    tools, subagents, middleware = tools or (), subagents or (), middleware or ()
+    tools, subagents, middleware = list(tools or ()), subagents or (), middleware or ()
     settings = (settings or DelegationSettings()).with_keywords(
         budget=budget, permission_mode=permission_mode, mcp_servers=mcp_servers, interrupt_on=interrupt_on)
     root = settings.root
@@ -130,14 +125,14 @@ def create_deep_agent(
     if with_deepagents:
         permissions = _permissions(permissions)
         skills, memory = _paths("skills", skills), _paths("memory", memory)
-        backend = deepagents_backend(backend, skills=skills, memory=memory, permissions=permissions)
+        # Without one of the four, no backend: a spec's ``skills`` then stay folders on disk (docs/migrating.md).
+        backend = _or_state_backend(backend) if any(_given(v) for v in (skills, memory, permissions)) else backend
         # deepagents resolves a model name itself (its provider profiles): children inherit the model it made.
         root_model: BaseChatModel | None = None if isinstance(model, str | None) else resolve_root_model(model)
     else:
         root_model = resolve_root_model(model)
     remote = (*settings.background.background_subagents, *(s for s in subagents if is_async_spec(s)))
     settings = settings.updated(state_schemas=parent_state_schemas(state_schema, middleware))
-    tools = list(tools)
     check_ledger_fields(state_schema, "create_deep_agent: argument 'state_schema'")
     skill_block = settings.definitions.skills().prompt_block()
     options = settings.definitions.build_options()
@@ -145,7 +140,7 @@ def create_deep_agent(
     if with_deepagents:
         declared = with_deepagents_child_defaults(declared, backend=backend, middleware=middleware,
                                                   model=root_model)
-    rules_on = deepagents_backend(backend, default=True) if with_deepagents else backend
+    rules_on = _or_state_backend(backend) if with_deepagents else backend
     declared = [_backend_permissions(_backend_skills(s, backend), rules_on) for s in declared]
     specs = _with_agent_files(declared, settings.definitions.agents_dirs)
     specs = general_purpose_with_root_skills(specs, enabled=settings.definitions.general_purpose, backend=backend,
@@ -233,18 +228,15 @@ def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
     return [PatchOlderToolCalls()]
 
 
-# The tools besides `task` that start child work: a root `PreToolUse` matcher for `task` covers them.
-_ALSO_DELEGATING = ("start_async_task", "retry_async_task", "create_subagent")
-
-
 def _root_hooks(hooks: Mapping[str, Any] | None) -> list[HookMiddleware]:
     if not hooks:
         return []
     from subagents.definitions.hooks import HookMiddleware  # its subprocess runner: only for hooks
 
     try:
+        # The tools besides `task` that start child work: a root `PreToolUse` matcher for `task` covers them.
         return [HookMiddleware(hooks, scope="root", delegation=(TASK_TOOL_NAME, LEDGER_KEY),
-                               also_delegating=_ALSO_DELEGATING)]
+                               also_delegating=("start_async_task", "retry_async_task", "create_subagent"))]
     except ValueError as exc:
         raise SpecError(f"hooks: {exc}") from None
 
@@ -284,11 +276,8 @@ LEDGER_SNAPSHOT_EVERY = 50
 
 
 def apply_message_writes(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[AnyMessage]:
-    """``state`` after ``writes`` (each a message or a list), as LangGraph's ``add_messages`` applies them one by one.
-
-    An unknown ``RemoveMessage`` id is ignored (replaying an old thread must not fail). Applying two batches in
-    turn equals applying them joined, as :class:`~langgraph.channels.DeltaChannel` requires.
-    """
+    """``state`` after ``writes``, as ``add_messages`` applies them one by one; an unknown ``RemoveMessage`` id is
+    ignored (an old thread replays). Two batches in turn equal them joined, as ``DeltaChannel`` requires."""
     flat = [m for write in writes for m in (write if isinstance(write, list) else [write])]
     # The channel's own value is already messages; only raw input (dicts from a client) needs converting.
     current = list(state or ())
@@ -348,13 +337,6 @@ def saved_messages(saver: Any, saved: Any) -> list[AnyMessage]:
 # of its default middleware, so the seam is its documented merge of ``middleware=`` by name (our
 # ``SubAgentMiddleware`` replaces its own). Declarative children are still built by our builder.
 
-DEFAULT_MODEL = "anthropic:claude-sonnet-4-6"  # deepagents' default, for model=None (deprecated)
-
-MODEL_NONE_WARNING = (
-    "Passing `model=None` to `create_deep_agent` is deprecated, as in deepagents: its default "
-    f"({DEFAULT_MODEL}) is used. Specify a model explicitly (e.g. 'openai:gpt-4.1-mini')."
-)
-
 
 def _given(value: Any) -> bool:
     return value is not None and not (isinstance(value, (list, tuple, set, frozenset)) and not value)
@@ -413,12 +395,11 @@ def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middle
     """Dict specs with deepagents' subagent defaults: the root's file tools, named (a child shares ``files``, the
     parent's approvals gate them), summarisation (given a model object), tool-call patching; a spec's own middleware
     of the same name replaces a default."""
-    from deepagents.backends import StateBackend
     from deepagents.middleware.patch_tool_calls import PatchToolCallsMiddleware
     from deepagents.middleware.summarization import create_summarization_middleware
 
     names = deepagents_file_tool_names(backend, middleware)
-    store = backend if backend is not None else StateBackend()
+    store = _or_state_backend(backend)
     out: list[Any] = []
     for spec in specs:
         own_middleware = spec.get("middleware") if isinstance(spec, Mapping) else None
@@ -441,12 +422,9 @@ def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middle
     return out
 
 
-def deepagents_backend(backend: Any = None, *, skills: Sequence[str] | None = None,
-                       memory: Sequence[str] | None = None, permissions: Sequence[Any] | None = None,
-                       default: bool = False) -> Any:
-    """``backend``, else ``StateBackend`` (``None`` when none of the four was given and not ``default``:
-    a spec's ``skills`` then stay folders on disk, see docs/migrating.md)."""
-    if backend is not None or not (default or any(_given(v) for v in (skills, memory, permissions))):
+def _or_state_backend(backend: Any) -> Any:
+    """``backend``, else deepagents' ``StateBackend`` (files kept in the agent's state)."""
+    if backend is not None:
         return backend
     from deepagents.backends import StateBackend
 
@@ -495,13 +473,12 @@ def general_purpose_with_root_skills(specs: Sequence[Any], *, enabled: bool, bac
     names = {s.get("name") if isinstance(s, Mapping) else getattr(s, "name", None) for s in specs}
     if not enabled or not _given(skills) or GENERAL_PURPOSE_NAME in names:
         return list(specs)
-    from deepagents.backends import StateBackend
     from deepagents.middleware.skills import SkillsMiddleware
 
-    store = backend if backend is not None else StateBackend()
     general = SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
                            system_prompt=GENERAL_PURPOSE_PROMPT,
-                           middleware=[SkillsMiddleware(backend=store, sources=list(_paths("skills", skills) or ()))])
+                           middleware=[SkillsMiddleware(backend=_or_state_backend(backend),
+                                                        sources=list(_paths("skills", skills) or ()))])
     return [general, *specs]
 
 

@@ -32,11 +32,8 @@ class NoModelConfigured(SubagentsError, RuntimeError):
 def choose_model(name: str | None, env: Mapping[str, str] | None = None, *, timeout: float | None = None,
                  max_tokens: int | None = None, base_url: str | None = None, api_key_env: str | None = None,
                  retries: int = 0) -> Any:
-    """The chat model to run, from ``name``, ``base_url`` or the environment, e.g.
-    ``choose_model("smollm2", base_url="http://127.0.0.1:8080/v1", timeout=30, retries=1)``.
-
-    ``timeout`` bounds one call *including its retries* (each attempt gets ``timeout / (retries + 1)``).
-    With a server, ``name`` may be its own model name; its key is read from ``api_key_env``."""
+    """The chat model to run, from ``name``, ``base_url`` or the environment; ``timeout`` bounds one call *including
+    its retries*; with a server, ``name`` may be its own model name and its key is read from ``api_key_env``."""
     env = os.environ if env is None else env
     if name == SCRIPTED or (name is None and env.get("DEEP_AGENT_SCRIPTED") == "1"):
         from deep_agent.demo import demo_model

@@ -44,10 +44,6 @@ def _last_human(messages: Sequence[BaseMessage]) -> str:
     return next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
 
 
-def _done(messages: Sequence[BaseMessage]) -> str:
-    return f"Done: {_last_human(messages)}"
-
-
 def _outcome(messages: Sequence[BaseMessage]) -> str:
     tool_result = next((m.text for m in reversed(messages) if isinstance(m, ToolMessage)), "")
     return f"Outcome: {tool_result}"
@@ -65,7 +61,7 @@ scripted_worker = _build(
     ScriptedChatModel(rules=[("Wrap up", ["Wrapped up as asked."]),
                              ("fail", [RuntimeError("the worker's model failed on purpose")]),
                              ("slow", [{"tool_calls": [tool_call("pause", seconds=1)]}] * SLOW_TURNS)],
-                      default=_done),
+                      default=lambda messages: f"Done: {_last_human(messages)}"),
     [pause],
 )
 

@@ -162,15 +162,17 @@ def scan(args: argparse.Namespace) -> tuple[Discovery[SubagentSpec], dict[Path, 
     return report, problems, options, plan
 
 
-def agent_problems(definitions: Iterable[Definition[Any]], plan: ModelPlan, options: BuildOptions, *,
+def agent_problems(definitions: Iterable[Definition[Any]], plan: ModelPlan, options: BuildOptions | None, *,
                    check_servers: bool = True) -> tuple[dict[Path, str], list[tuple[Path, str]]]:
-    """Every problem of the loaded agent files at once (file -> one line naming it), and their notes
-    (``check_servers=False``: an unusable MCP server is left to fail its own task)."""
+    """Every problem of the loaded agent files at once (file -> one line naming it), and their notes (``options``
+    ``None``: only the models; ``check_servers=False``: an unusable MCP server is left to fail its own task)."""
     problems: dict[Path, str] = {}
     notes: list[tuple[Path, str]] = []
     for found in definitions:
         if found.value.name in plan.problems:
             problems.setdefault(found.path, f"{found.path}: {plan.problems[found.value.name]}")
+            continue
+        if options is None:
             continue
         try:
             check_spec(found.value, options)

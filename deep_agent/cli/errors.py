@@ -78,17 +78,13 @@ def _url_tried(exc: BaseException) -> str | None:
     return None
 
 
-OPTION_FLAGS = {"force_delegation=True": "--force-delegation"}  # a library option -> its flag
-
-
 @contextlib.contextmanager
 def warnings_as_lines() -> Iterator[None]:
     """Within the block, every warning is one ``deep-agent: warning:`` line on stderr, naming flags, not options."""
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: TextIO | None = None, line: str | None = None) -> None:
         text = describe_error(message) if isinstance(message, Warning) else printable(" ".join(str(message).split()))
-        for option, flag in OPTION_FLAGS.items():
-            text = text.replace(option, flag)
+        text = text.replace("force_delegation=True", "--force-delegation")  # the library's option, as its flag
         print(f"deep-agent: warning: {text}", file=sys.stderr, flush=True)
 
     with warnings.catch_warnings():

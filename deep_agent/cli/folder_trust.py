@@ -130,8 +130,7 @@ def folder_commands(definitions: Iterable[Any], folder: Path) -> FolderCommands:
         path = Path(definition.path).resolve()
         if not any(top in p.parents for top in inside for p in (found, path)):
             continue  # the user's own level (home) is theirs, not the checkout's
-        commands = what_would_run(definition.value)
-        if commands:
+        if commands := what_would_run(definition.value):
             out[path] = commands
             out.runs[path] = files_run_by(definition.value, root, outside=True)
     return out

@@ -57,10 +57,8 @@ def run_command(args: argparse.Namespace) -> int:
     console = Console()
     for warning in setup.warnings:
         print(f"warning: {printable(warning)}", file=sys.stderr)
-    notices = [] if getattr(args, "quiet", False) else list(setup.notices)
-    if not getattr(args, "quiet", False) and notes_unseen(Path.cwd(), setup.folder_notes, setup.agent_files):
-        notices = setup.folder_notes + notices
-    for notice in notices:
+    unseen = not args.quiet and notes_unseen(Path.cwd(), setup.folder_notes, setup.agent_files)
+    for notice in [] if args.quiet else [*(setup.folder_notes if unseen else []), *setup.notices]:
         console.print(Text.assemble(("note:", "dim"), " ", printable(notice)), highlight=False)
     return asyncio.run(run_turns(setup, [args.prompt], args, title="deep agent", console=console))
 
@@ -169,8 +167,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     folder_notes += [f"{wrong}/ is not read: agent files go in {right}/ (rename the folder)"
                      for wrong, right in MISPLACED_AGENT_DIRS.items() if not args.agents_dirs
                      and (Path.cwd() / wrong).is_dir() and not (Path.cwd() / right).is_dir()]
-    missing = tools_not_provided(specs)
-    if missing:
+    if missing := tools_not_provided(specs):
         named = "; ".join(f"{tool} ({', '.join(agents)})" for tool, agents in sorted(missing.items()))
         folder_notes.append(f"no built-in tool provides {named}; those agents run without them")
     folder_notes += [message for _, message in found.notes]
@@ -203,15 +200,11 @@ def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.N
     problems = {p.path: p.message for p in found.problems}
     try:
         skills: Any = SkillCatalog(discover_skills(args.skills_dirs, project_dir=Path.cwd()).values)
-    except SpecError:
-        skills = None  # a broken skill folder is the build's error to report, not an agent file's
+    except SpecError:  # a broken skill folder is the build's error to report: only the models are checked here
+        skills = None
     options = BuildOptions(model_profiles=plan.profiles, unknown_model=args.unknown_model, skills=skills)
     usable = [d for d in found.definitions.values() if d.value.name not in untrusted]
-    if skills is None:  # without a catalog, only the models can be checked here
-        usable_problems = {d.path: f"{d.path}: {plan.problems[d.value.name]}" for d in usable
-                           if d.value.name in plan.problems}
-    else:
-        usable_problems = agent_problems(usable, plan, options, check_servers=False)[0]
+    usable_problems = agent_problems(usable, plan, options if skills is not None else None, check_servers=False)[0]
     problems |= {path: message for path, message in usable_problems.items() if path not in problems}
     if not problems:
         return set(), []
@@ -239,8 +232,7 @@ def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True, comm
               "They run on this machine unconfined, with your keys, network and home (Bash is not sandboxed).",
               file=sys.stderr)
         print("Trust this folder and let these commands run? [y/N] ", end="", flush=True)
-        answer = TypedLines(sys.stdin).readline()
-        trust_now = answer.strip().lower() in ("y", "yes")
+        trust_now = TypedLines(sys.stdin).readline().strip().lower() in ("y", "yes")
     if trust_now:
         record.trust(folder, digest)
         return set()
@@ -266,15 +258,13 @@ def read_prices(path: Path | None) -> dict[str, tuple[float, float]] | None:
     """``--prices FILE``: model name -> [USD per million input tokens, output tokens]."""
     if path is None:
         return None
-    data = read_mapping(path, "--prices", "a mapping of model name to [input, output] USD")
-    prices: dict[str, tuple[float, float]] = {}
-    for name, pair in data.items():
-        ok = isinstance(pair, Sequence) and not isinstance(pair, str) and len(pair) == 2 and all(
-            isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0 for p in pair)
-        if not ok:
-            raise UsageError(f"--prices {path}: {str(name)[:80]!r}: expected [input, output] USD per million tokens")
-        prices[str(name)] = (float(pair[0]), float(pair[1]))
-    return prices
+    from subagents.metering import check_prices
+
+    try:
+        return check_prices(read_mapping(path, "--prices", "a mapping of model name to [input, output] USD"),
+                            argument=f"--prices {path}")
+    except SpecError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:

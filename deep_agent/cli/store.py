@@ -68,7 +68,7 @@ def _connection_error(db_url: str, exc: Exception) -> DatabaseError:
 
 @contextlib.contextmanager
 def open_postgres(db_url: str) -> Iterator[Any]:
-    """A ``PostgresSaver`` on ``db_url`` with its tables in place."""
+    """A ``PostgresSaver`` on ``db_url`` with its tables in place, reading its checkpoints as data."""
     saver_class = _saver_class(db_url, aio=False)
     import psycopg
 
@@ -78,6 +78,7 @@ def open_postgres(db_url: str) -> Iterator[Any]:
             saver.setup()
         except psycopg.Error as exc:
             raise _connection_error(db_url, exc) from None
+        saver.serde = DataOnlySerializer(describe_url(db_url))
         yield saver
 
 
@@ -100,7 +101,9 @@ def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
     try:
         with contextlib.suppress(FileExistsError):
             state.mkdir(parents=True)
-            _write_new(state / ".gitignore", GITIGNORE)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  # new, never a symlink
+            with os.fdopen(os.open(state / ".gitignore", flags, 0o644), "w", encoding="utf-8") as handle:
+                handle.write(GITIGNORE)
         # mkstemp creates a new name (O_EXCL): a planted symlink is never followed, its target never truncated.
         fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=state)
         os.close(fd)
@@ -108,16 +111,6 @@ def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
     except OSError as exc:
         raise UsageError(f"{flag} {state}: cannot write there ({exc.strerror or exc})") from None
     return state
-
-
-def _write_new(path: Path, text: str) -> None:
-    """Create ``path`` with ``text``; one already there (or a symlink) is left as it is."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except FileExistsError:
-        return
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
 
 
 def sessions_dir(state: Path) -> Path:
@@ -233,7 +226,7 @@ async def open_async_checkpointer(state: Path, db_url: str | None = None) -> Asy
                 await saver.setup()
             except psycopg.Error as exc:
                 raise _connection_error(db_url, exc) from None
-            saver.serde = DataOnlySerializer(_shown_url(db_url))
+            saver.serde = DataOnlySerializer(describe_url(db_url))
             yield saver
         return
     import aiosqlite
@@ -249,7 +242,6 @@ def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
     """A sync checkpointer for reading ledgers and transcripts back."""
     if db_url:
         with open_postgres(db_url) as saver:
-            saver.serde = DataOnlySerializer(_shown_url(db_url))
             yield saver
         return
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -276,15 +268,6 @@ def _checked_database(state: Path, *, must_exist: bool) -> Path:
 def _no_symlink_uri(path: Path) -> str:
     """A SQLite URI for ``path`` that SQLite refuses to open through a symlink (checked just before, too)."""
     return f"file:{quote(str(path))}?nofollow=1"
-
-
-def _shown_url(db_url: str) -> str:
-    """A database url as errors may show it: no password."""
-    parts = urlsplit(db_url)
-    if parts.password is None:
-        return db_url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
 
 
 def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
@@ -459,16 +442,12 @@ def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messag
                if r.get("tool_call_id") and any(is_clipped(r, k) for k in ("description", "result", "error"))}
     if not clipped:
         return
-    calls: dict[Any, str] = {}
-    replies: dict[Any, str] = {}
-    for message in messages:
-        kind = getattr(message, "type", "")
-        if kind == "ai":
-            for call in getattr(message, "tool_calls", None) or ():
-                if call.get("id") in clipped and isinstance((call.get("args") or {}).get("description"), str):
-                    calls[call["id"]] = call["args"]["description"]
-        elif kind == "tool" and getattr(message, "tool_call_id", None) in clipped:
-            replies[message.tool_call_id] = _text(message)
+    messages = list(messages)  # read twice
+    calls = {call["id"]: call["args"]["description"] for m in messages if getattr(m, "type", "") == "ai"
+             for call in getattr(m, "tool_calls", None) or ()
+             if call.get("id") in clipped and isinstance((call.get("args") or {}).get("description"), str)}
+    replies = {m.tool_call_id: _text(m) for m in messages
+               if getattr(m, "type", "") == "tool" and getattr(m, "tool_call_id", None) in clipped}
     for row in (row for row in rows if row.tool_call_id in clipped):
         row.description = calls.get(row.tool_call_id, row.description)
         if (reply := replies.get(row.tool_call_id)) is not None and row.status == "completed":

@@ -12,7 +12,7 @@ import contextlib
 import re
 import select
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 # An escape sequence would clear the screen or move the cursor, a newline forge a line of output, a bidi
@@ -57,38 +57,35 @@ def preview(value: Any) -> Any:
     # Imported here: the rest of this module serves `deep-agent --help`, which must not load LangChain.
     from subagents.errors import safe_text
 
-    return _Preview(safe_text).take(value, 0)
+    left = MAX_VALUES
 
-
-class _Preview:
-    def __init__(self, safe_text: Callable[[Any, int], str]) -> None:
-        self.left = MAX_VALUES
-        self.safe_text = safe_text
-
-    def take(self, value: Any, depth: int) -> Any:
-        self.left -= 1
+    def take(value: Any, depth: int) -> Any:
+        nonlocal left
+        left -= 1
         if value is None or isinstance(value, (bool, float)):
             return value
         if isinstance(value, int):  # a long one reads as text: a huge int's str() is slow or refused
-            return value if abs(value) < 10**18 else self.safe_text(f"{value:e}", MAX_STRING)
+            return value if abs(value) < 10**18 else safe_text(f"{value:e}", MAX_STRING)
         if isinstance(value, str):
-            return self.safe_text(value, MAX_STRING)
+            return safe_text(value, MAX_STRING)
         if not isinstance(value, (Mapping, list, tuple, set, frozenset)):
-            return self.safe_text(value, MAX_STRING)
+            return safe_text(value, MAX_STRING)
         if depth >= MAX_DEPTH:
             return "... [nested too deep to show]"
         mapping = isinstance(value, Mapping)
         shown: list[Any] = []
         for count, item in enumerate(value.items() if isinstance(value, Mapping) else value):
-            if count >= MAX_ITEMS or self.left <= 0:
+            if count >= MAX_ITEMS or left <= 0:
                 more = f"{len(value) - count} more {'keys' if mapping else 'items'}"
                 shown.append(("...", f"[{more}]") if mapping else f"... [{more}]")
                 break
             if mapping:
-                self.left -= 1  # the key
-                item = (self.safe_text(item[0], MAX_STRING), self.take(item[1], depth + 1))
-            shown.append(item if mapping else self.take(item, depth + 1))
+                left -= 1  # the key
+                item = (safe_text(item[0], MAX_STRING), take(item[1], depth + 1))
+            shown.append(item if mapping else take(item, depth + 1))
         return dict(shown) if mapping else shown
+
+    return take(value, 0)
 
 
 def discard_typed_ahead(stdin: Any) -> None:
