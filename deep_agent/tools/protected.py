@@ -596,7 +596,8 @@ def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Ite
     package runner's ``node_modules``, whole, as on ``PATH``; from a python's start folder, for every name an
     import could ask for (this program's, and what that interpreter's own environment installs) and its ``-m``
     module, each missing form (watched) and each existing one of a standard library name (no project's own
-    code: an editable install's package there stays the agent's work)."""
+    code: an editable install's package there stays the agent's work), with the folder's ``__pycache__`` whole
+    where such a source exists."""
     folders: dict[Path, set[str]] = {}
     for kind, folder, module in started:
         if folder == root or root in folder.parents:
@@ -605,9 +606,12 @@ def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Ite
             else:
                 folders.setdefault(folder, set(import_names())).update((module, *_installed(kind)))
     for folder, names in folders.items():
-        for name in filter(str.isidentifier, names):
-            yield from ((path, HOST_IMPORT) for path in would_import(folder, [name]) if path.name != "__pycache__"
-                        and (name in sys.stdlib_module_names or not os.path.lexists(path)))
+        held = [path for name in filter(str.isidentifier, names) for path in would_import(folder, [name])
+                if path.name != "__pycache__" and (name in sys.stdlib_module_names or not os.path.lexists(path))]
+        # Python runs a __pycache__ bytecode in place of an existing source its header matches, any version's tag.
+        cached = any(p.parent == folder and p.suffix in importlib.machinery.SOURCE_SUFFIXES and p.is_file()
+                     for p in held)
+        yield from ((path, HOST_IMPORT) for path in [*held, *[folder / "__pycache__"][:cached]])
 
 
 def _installed(python: str) -> set[str]:
