@@ -9,7 +9,7 @@ placeholder), and in-process writers go through
   ``commondir`` point, and every folder git takes for one (:func:`is_git_dir`):
   hooks and config run commands on the user's next ``git status``; every
   ``.hg``, ``.jj`` and ``.sl`` (:data:`VCS_DIRS`) likewise;
-* every path a git config (or a ``.hg/hgrc`` or ``.sl/config`` and what it ``%include``s)
+* every path a git config (or a ``.hg/hgrc`` or ``.sl/config`` and what it ``%include``s, or a ``.jj/repo/config.toml``)
   there names (:func:`_named_by_config`): any value may be a command or a path; and what
   it would run or import from the working tree's top, git's cwd for it (``python -m x``: ``x.py``);
   what a python (or ``npx``) such a command or a git hook starts would load there (:func:`_loaded_by_host`);
@@ -47,9 +47,11 @@ import importlib.machinery
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
@@ -156,8 +158,7 @@ class Protected:
         for entry in _git_entries(self.root, symlinks, venvs, envrcs):
             for path in _leads_to(entry):
                 found.setdefault(path, GIT)
-            if entry.name != ".jj":  # jj's config is not read
-                repos.append((entry, entry.parent if entry.name in VCS_DIRS else None))
+            repos.append((entry, entry.parent if entry.name in VCS_DIRS else None))
         for venv in venvs:  # every one, on PATH or not, with what its python runs at its start
             held = dict.fromkeys(_environment_parts(venv, self.root), VENV)
             for path, why in {**held, **dict(_started_with(venv, self.root))}.items():
@@ -499,10 +500,6 @@ def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str, st
             yield file, key, value
 
 
-_HGRC = {".hg": "hgrc", ".sl": "config"}
-"""Mercurial's and Sapling's repository config, in its metadata folder: one format, ``%include`` and ``[hooks]``."""
-
-
 def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str, str]]:
     """``(file it came from, "", value)`` of every entry of Mercurial's (or Sapling's) ``hgrc`` (a ``[hooks]`` value
     is a command) and of every file it ``%include``s, the include's path a value too."""
@@ -522,6 +519,28 @@ def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str, str]]:
                     yield file, "", (line if line[:1] in " \t" else line.partition("=")[2]).strip()
 
 
+def _jj_entries(config: Path) -> Iterator[tuple[Path | None, str, str]]:
+    """``(file, "", value)`` of every string of Jujutsu's repository ``config.toml``, a list of strings (a command:
+    ``fix.tools.x.command``, ``ui.editor``, a merge tool's ``program`` and ``merge-args``) joined as one."""
+    try:
+        todo: list[object] = [tomllib.loads(read_regular(config, 1 << 20).decode("utf-8", "replace"))]
+    except tomllib.TOMLDecodeError:
+        return  # jj refuses to run with it too
+    while todo:
+        if isinstance(value := todo.pop(), str):
+            yield config, "", value
+        elif isinstance(value, list) and value and all(isinstance(word, str) for word in value):
+            yield config, "", shlex.join(value)
+        elif isinstance(value, (dict, list)):
+            todo += value.values() if isinstance(value, dict) else value
+
+
+_VCS_CONFIGS: dict[str, tuple[str, Callable[[Path], Iterator[tuple[Path | None, str, str]]]]] = {
+    ".hg": ("hgrc", _hgrc_entries), ".sl": ("config", _hgrc_entries), ".jj": ("repo/config.toml", _jj_entries)}
+"""Each other version control's repository config in its metadata folder, and its reader: Mercurial's and
+Sapling's (``%include``, ``[hooks]``), Jujutsu's TOML (commands as lists: ``fix.tools``, ``merge-tools``)."""
+
+
 _INCLUDE_IF = re.compile(r"includeif\..*\.path", re.IGNORECASE | re.DOTALL)
 _REFS = re.compile(r"remote\..+\.(fetch|push)|branch\..+\.merge", re.IGNORECASE)  # refspecs, never paths
 _URLS = re.compile(r"(remote\..+\.(url|pushurl))|(url\..+\.(insteadof|pushinsteadof))", re.IGNORECASE)
@@ -530,7 +549,7 @@ _NETWORK_URL = re.compile(r"[a-z][a-z0-9+.-]*://|[^/\s]+@[^/\s]+:", re.IGNORECAS
 
 
 def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[tuple[Path, str]]:
-    """Each path in ``root`` that a config git (or Mercurial, for a ``.hg``) reads there names -> why.
+    """Each path in ``root`` that a config git (or another, :data:`_VCS_CONFIGS`) reads there names -> why.
 
     ``repos``: ``(git directory, working tree)``; ``(None, None)`` is outside any.
     Every word of every value, split at ``=`` and ``:``, resolved from the
@@ -543,10 +562,10 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
     seen: set[tuple[Path | None, str, Path | None]] = set()
     started: set[tuple[str, Path, str]] = set()
     for git_dir, worktree in repos:
-        hgrc = _HGRC.get(git_dir.name) if git_dir is not None else None
+        other = _VCS_CONFIGS.get(git_dir.name) if git_dir is not None else None
         top = worktree or root
-        hooks = [p / "hooks" for p in _leads_to(git_dir)] if git_dir and not hgrc else []
-        for origin, key, value in _hgrc_entries(git_dir / hgrc) if git_dir and hgrc else _config_entries(git_dir):
+        hooks = [p / "hooks" for p in _leads_to(git_dir)] if git_dir and not other else []
+        for origin, key, value in other[1](git_dir / other[0]) if git_dir and other else _config_entries(git_dir):
             if key.casefold() == "core.hookspath":
                 with contextlib.suppress(OSError, RuntimeError):  # ~nobody, a symlink loop
                     hooks.append(hooks_path := (top / Path(value).expanduser()).resolve())
