@@ -556,8 +556,8 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
     workspace, the working tree and the config's folder: a path-shaped word
     existing or not; a bare word an existing file, or folder if it is the whole
     value (in a command a bare folder is work); what follows each ``/``, if a file; ``core.hooksPath``'s
-    whole value, any shape. Then what each value run as a command, or a line of a hook, starts
-    (:func:`_loaded_by_host`).
+    whole value, any shape. Then what each value run as a command, or a line of a hook, runs from the
+    working tree's top (:func:`~deep_agent.tools.host_code.command_files`) and starts (:func:`_loaded_by_host`).
     """
     seen: set[tuple[Path | None, str, Path | None]] = set()
     started: set[tuple[str, Path, str]] = set()
@@ -604,8 +604,8 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
             # A hook run by its `#!` line is that line's command with the hook's path: a Python hook's real
             # folder is its python's start folder, and the file it leads to is run like a script a config names.
             shebang = [*shell_words(lines[0][2:]), str(hook)] if lines and lines[0].startswith("#!") else []
-            yield from ((path, RUN) for path in command_files(shebang, top, root))
-            for words in (shebang, *map(shell_words, lines)):
+            for words in (shebang, *map(shell_words, lines)):  # each line is run like a config's command
+                yield from ((path, RUN) for path in command_files(words, top, root))
                 started.update(s for command, cwd in simple_commands(words, top) for s in starts(command, cwd))
     yield from _loaded_by_host(root, started)
 

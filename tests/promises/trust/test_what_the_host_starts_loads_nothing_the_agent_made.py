@@ -51,6 +51,9 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
     ({}, PYTHON_HOOK, "scripts/subprocess.py"),  # a Python hook's start folder is its file's real one
     ({}, PYTHON_HOOK, "scripts/pre-commit.py"),
     ({}, {".git/hooks/pre-commit": PRE_COMMIT}, "pre_commit.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\npython3 -m mytool check\n", "mytool.py": "ok\n"}, "mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nset -e\npython3 scripts/check.py\n", "scripts/check.py": "ok\n"},
+     "scripts/check.py"),  # a hook line runs what it names, as a config's command does
     ({"filter.pretty.clean": "npx prettier --stdin-filepath %f"}, {}, "node_modules/.bin/prettier"),
     ({"core.hooksPath": "githooks"}, {}, "githooks/pre-commit"),
     ({}, {".envrc": "dotenv\n", ".env": "A=1\n"}, ".env"),
