@@ -599,7 +599,8 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
             # What the value run as a command runs or imports from its cwd, git's: the working tree's top.
             yield from ((path, RUN) for path in command_files(words, top, root))
             started.update(s for command, cwd in simple_commands(words, top) for s in starts(command, cwd))
-        for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)):
+        for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)
+                     if not e.name.endswith(".sample")):  # git init's examples: git runs none of them
             lines = read_regular(hook, 1 << 20).decode("utf-8", "replace").replace("\\\n", "").splitlines()
             # A hook run by its `#!` line is that line's command with the hook's path: a Python hook's real
             # folder is its python's start folder, and the file it leads to is run like a script a config names.
