@@ -321,9 +321,8 @@ def _started_with(venv: Path, root: Path) -> Iterator[tuple[Path, str]]:
                 continue  # site.addpackage's own rules: an import line runs (the venv's own file, protected)
             if (folder := inside(os.path.join(pth.parent, line.rstrip()))) is None:
                 continue  # a missing one too: site adds it at the start after a command made it
-            for name in _AT_START:
-                yield folder / name, STARTUP  # a package
-                yield from ((folder / f"{name}{suffix}", STARTUP) for suffix in suffixes)
+            held = [folder / f"{name}{suffix}" for name in _AT_START for suffix in ("", *suffixes)]  # "": a package
+            yield from ((path, STARTUP) for path in _with_bytecode(folder, held))
 
 
 def _import_folders(root: Path) -> list[Path]:
@@ -628,10 +627,16 @@ def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Ite
     for folder, names in folders.items():
         held = [path for name in filter(str.isidentifier, names) for path in would_import(folder, [name])
                 if path.name != "__pycache__" and (name in sys.stdlib_module_names or not os.path.lexists(path))]
-        # Python runs a __pycache__ bytecode in place of an existing source its header matches, any version's tag.
-        cached = any(p.parent == folder and p.suffix in importlib.machinery.SOURCE_SUFFIXES and p.is_file()
-                     for p in held)
-        yield from ((path, HOST_IMPORT) for path in [*held, *[folder / "__pycache__"][:cached]])
+        yield from ((path, HOST_IMPORT) for path in _with_bytecode(folder, held))
+
+
+def _with_bytecode(folder: Path, held: list[Path]) -> list[Path]:
+    """``held``, the import forms protected in ``folder``, with ``folder``'s ``__pycache__`` whole where one is an
+    existing source: Python runs a bytecode there in place of a source whose mtime and size its header records
+    (of any interpreter version's tag)."""
+    sources = importlib.machinery.SOURCE_SUFFIXES
+    return [*held, *[folder / "__pycache__"][:any(p.parent == folder and p.suffix in sources and p.is_file()
+                                                  for p in held)]]
 
 
 def _installed(python: str) -> set[str]:
