@@ -11,13 +11,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from deep_agent.tools.workspace import Workspace, check_text, is_folder, open_folder, open_regular, os_error, sendable
+from subagents.definitions.permissions import REFUSES
 from subagents.transcripts import NOT_REGULAR
 
 DEFAULT_READ_LINES = 2000
@@ -64,6 +66,7 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
         return ws.bound("\n".join(numbered)) + note
 
     def write(file_path: str, content: str) -> str:
+        refused_unasked(file_path)
         path = ws.path(file_path)
         check_text(content, "content", nul=True)
         if path.is_dir():
@@ -76,6 +79,7 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
         return f"{'Overwrote' if existed else 'Created'} {ws.shown(path)} ({len(content)} characters)"
 
     def edit(file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
+        refused_unasked(file_path)
         path = _existing_file(ws, file_path)
         if old_string == new_string:
             raise ToolException("old_string and new_string are the same: nothing to change")
@@ -108,17 +112,37 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
             shown.append(f"... [{len(entries) - MAX_LS_ENTRIES} more entries]")
         return ws.bound(f"{ws.shown(folder)}/\n" + "\n".join(f"  {s}" for s in shown))
 
+    # A file_path no one was asked about, for it was refused -> the refusal, until a call to it runs: a symlink
+    # swapped since, or a protected set changed, must never let that call write unasked, nor the question change.
+    unasked: dict[str, Exception] = {}
+
+    def refuses(arguments: Mapping[str, Any]) -> bool:
+        """Whether a write to ``file_path`` will be refused (protected, or outside): no approval can make it run."""
+        if not isinstance(raw := arguments.get("file_path"), str) or raw in unasked:
+            return raw in unasked
+        try:
+            ws.protected.check(ws.path(raw))
+            return False
+        except (ToolException, PermissionError) as exc:
+            unasked[raw] = exc
+            return True
+
+    def refused_unasked(file_path: str) -> None:
+        if (refusal := unasked.pop(file_path, None)) is not None:
+            raise refusal
+
     return [
         _tool(ws, read, "Read", ReadInput, "Read a text file of the workspace, with line numbers."),
-        _tool(ws, write, "Write", WriteInput, "Create or overwrite a file in the workspace."),
-        _tool(ws, edit, "Edit", EditInput, "Replace exact text in a file of the workspace."),
+        _tool(ws, write, "Write", WriteInput, "Create or overwrite a file in the workspace.", refuses),
+        _tool(ws, edit, "Edit", EditInput, "Replace exact text in a file of the workspace.", refuses),
         _tool(ws, ls, "LS", LSInput, "List a folder of the workspace."),
     ]
 
 
-def _tool(ws: Workspace, func: Callable[..., str], name: str, schema: type[BaseModel],
-          description: str) -> StructuredTool:
-    """A tool whose every failure is a result the model reads, never an exception in the agent."""
+def _tool(ws: Workspace, func: Callable[..., str], name: str, schema: type[BaseModel], description: str,
+          refuses: Callable[[Mapping[str, Any]], bool] | None = None) -> StructuredTool:
+    """A tool whose every failure is a result the model reads, never an exception in the agent; a writer's
+    ``refuses`` tells approvals which calls it will refuse (:data:`~subagents.definitions.permissions.REFUSES`)."""
 
     @functools.wraps(func)
     def guarded(**arguments: object) -> str:
@@ -134,7 +158,8 @@ def _tool(ws: Workspace, func: Callable[..., str], name: str, schema: type[BaseM
             raise ToolException(f"{name} failed: out of memory (a file or output too big)") from None
 
     return StructuredTool.from_function(func=guarded, name=name, description=description, args_schema=schema,
-                                        infer_schema=False, handle_tool_error=True)
+                                        infer_schema=False, handle_tool_error=True,
+                                        metadata={REFUSES: refuses} if refuses else None)
 
 
 def _existing_file(ws: Workspace, raw: str) -> Path:

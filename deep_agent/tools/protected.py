@@ -9,7 +9,7 @@ placeholder), and in-process writers go through
   ``commondir`` point, and every folder git takes for one (:func:`is_git_dir`):
   hooks and config run commands on the user's next ``git status``; every
   ``.hg``, ``.jj`` and ``.sl`` (:data:`VCS_DIRS`) likewise;
-* every path a git config (or a ``.hg/hgrc`` or ``.sl/config`` and what it ``%include``s)
+* every path a git config (or a ``.hg/hgrc`` or ``.sl/config`` and what it ``%include``s, or a ``.jj/repo/config.toml``)
   there names (:func:`_named_by_config`): any value may be a command or a path; and what
   it would run or import from the working tree's top, git's cwd for it (``python -m x``: ``x.py``);
   what a python (or ``npx``) such a command or a git hook starts would load there (:func:`_loaded_by_host`);
@@ -47,9 +47,11 @@ import importlib.machinery
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
@@ -156,8 +158,7 @@ class Protected:
         for entry in _git_entries(self.root, symlinks, venvs, envrcs):
             for path in _leads_to(entry):
                 found.setdefault(path, GIT)
-            if entry.name != ".jj":  # jj's config is not read
-                repos.append((entry, entry.parent if entry.name in VCS_DIRS else None))
+            repos.append((entry, entry.parent if entry.name in VCS_DIRS else None))
         for venv in venvs:  # every one, on PATH or not, with what its python runs at its start
             held = dict.fromkeys(_environment_parts(venv, self.root), VENV)
             for path, why in {**held, **dict(_started_with(venv, self.root))}.items():
@@ -320,9 +321,8 @@ def _started_with(venv: Path, root: Path) -> Iterator[tuple[Path, str]]:
                 continue  # site.addpackage's own rules: an import line runs (the venv's own file, protected)
             if (folder := inside(os.path.join(pth.parent, line.rstrip()))) is None:
                 continue  # a missing one too: site adds it at the start after a command made it
-            for name in _AT_START:
-                yield folder / name, STARTUP  # a package
-                yield from ((folder / f"{name}{suffix}", STARTUP) for suffix in suffixes)
+            held = [folder / f"{name}{suffix}" for name in _AT_START for suffix in ("", *suffixes)]  # "": a package
+            yield from ((path, STARTUP) for path in _with_bytecode(folder, held))
 
 
 def _import_folders(root: Path) -> list[Path]:
@@ -499,10 +499,6 @@ def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str, st
             yield file, key, value
 
 
-_HGRC = {".hg": "hgrc", ".sl": "config"}
-"""Mercurial's and Sapling's repository config, in its metadata folder: one format, ``%include`` and ``[hooks]``."""
-
-
 def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str, str]]:
     """``(file it came from, "", value)`` of every entry of Mercurial's (or Sapling's) ``hgrc`` (a ``[hooks]`` value
     is a command) and of every file it ``%include``s, the include's path a value too."""
@@ -522,6 +518,28 @@ def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str, str]]:
                     yield file, "", (line if line[:1] in " \t" else line.partition("=")[2]).strip()
 
 
+def _jj_entries(config: Path) -> Iterator[tuple[Path | None, str, str]]:
+    """``(file, "", value)`` of every string of Jujutsu's repository ``config.toml``, a list of strings (a command:
+    ``fix.tools.x.command``, ``ui.editor``, a merge tool's ``program`` and ``merge-args``) joined as one."""
+    try:
+        todo: list[object] = [tomllib.loads(read_regular(config, 1 << 20).decode("utf-8", "replace"))]
+    except tomllib.TOMLDecodeError:
+        return  # jj refuses to run with it too
+    while todo:
+        if isinstance(value := todo.pop(), str):
+            yield config, "", value
+        elif isinstance(value, list) and value and all(isinstance(word, str) for word in value):
+            yield config, "", shlex.join(value)
+        elif isinstance(value, (dict, list)):
+            todo += value.values() if isinstance(value, dict) else value
+
+
+_VCS_CONFIGS: dict[str, tuple[str, Callable[[Path], Iterator[tuple[Path | None, str, str]]]]] = {
+    ".hg": ("hgrc", _hgrc_entries), ".sl": ("config", _hgrc_entries), ".jj": ("repo/config.toml", _jj_entries)}
+"""Each other version control's repository config in its metadata folder, and its reader: Mercurial's and
+Sapling's (``%include``, ``[hooks]``), Jujutsu's TOML (commands as lists: ``fix.tools``, ``merge-tools``)."""
+
+
 _INCLUDE_IF = re.compile(r"includeif\..*\.path", re.IGNORECASE | re.DOTALL)
 _REFS = re.compile(r"remote\..+\.(fetch|push)|branch\..+\.merge", re.IGNORECASE)  # refspecs, never paths
 _URLS = re.compile(r"(remote\..+\.(url|pushurl))|(url\..+\.(insteadof|pushinsteadof))", re.IGNORECASE)
@@ -530,23 +548,23 @@ _NETWORK_URL = re.compile(r"[a-z][a-z0-9+.-]*://|[^/\s]+@[^/\s]+:", re.IGNORECAS
 
 
 def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[tuple[Path, str]]:
-    """Each path in ``root`` that a config git (or Mercurial, for a ``.hg``) reads there names -> why.
+    """Each path in ``root`` that a config git (or another, :data:`_VCS_CONFIGS`) reads there names -> why.
 
     ``repos``: ``(git directory, working tree)``; ``(None, None)`` is outside any.
     Every word of every value, split at ``=`` and ``:``, resolved from the
     workspace, the working tree and the config's folder: a path-shaped word
     existing or not; a bare word an existing file, or folder if it is the whole
     value (in a command a bare folder is work); what follows each ``/``, if a file; ``core.hooksPath``'s
-    whole value, any shape. Then what each value run as a command, or a line of a hook, starts
-    (:func:`_loaded_by_host`).
+    whole value, any shape. Then what each value run as a command, or a line of a hook, runs from the
+    working tree's top (:func:`~deep_agent.tools.host_code.command_files`) and starts (:func:`_loaded_by_host`).
     """
     seen: set[tuple[Path | None, str, Path | None]] = set()
     started: set[tuple[str, Path, str]] = set()
     for git_dir, worktree in repos:
-        hgrc = _HGRC.get(git_dir.name) if git_dir is not None else None
+        other = _VCS_CONFIGS.get(git_dir.name) if git_dir is not None else None
         top = worktree or root
-        hooks = [p / "hooks" for p in _leads_to(git_dir)] if git_dir and not hgrc else []
-        for origin, key, value in _hgrc_entries(git_dir / hgrc) if git_dir and hgrc else _config_entries(git_dir):
+        hooks = [p / "hooks" for p in _leads_to(git_dir)] if git_dir and not other else []
+        for origin, key, value in other[1](git_dir / other[0]) if git_dir and other else _config_entries(git_dir):
             if key.casefold() == "core.hookspath":
                 with contextlib.suppress(OSError, RuntimeError):  # ~nobody, a symlink loop
                     hooks.append(hooks_path := (top / Path(value).expanduser()).resolve())
@@ -580,13 +598,14 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
             # What the value run as a command runs or imports from its cwd, git's: the working tree's top.
             yield from ((path, RUN) for path in command_files(words, top, root))
             started.update(s for command, cwd in simple_commands(words, top) for s in starts(command, cwd))
-        for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)):
+        for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)
+                     if not e.name.endswith(".sample")):  # git init's examples: git runs none of them
             lines = read_regular(hook, 1 << 20).decode("utf-8", "replace").replace("\\\n", "").splitlines()
             # A hook run by its `#!` line is that line's command with the hook's path: a Python hook's real
             # folder is its python's start folder, and the file it leads to is run like a script a config names.
             shebang = [*shell_words(lines[0][2:]), str(hook)] if lines and lines[0].startswith("#!") else []
-            yield from ((path, RUN) for path in command_files(shebang, top, root))
-            for words in (shebang, *map(shell_words, lines)):
+            for words in (shebang, *map(shell_words, lines)):  # each line is run like a config's command
+                yield from ((path, RUN) for path in command_files(words, top, root))
                 started.update(s for command, cwd in simple_commands(words, top) for s in starts(command, cwd))
     yield from _loaded_by_host(root, started)
 
@@ -596,7 +615,8 @@ def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Ite
     package runner's ``node_modules``, whole, as on ``PATH``; from a python's start folder, for every name an
     import could ask for (this program's, and what that interpreter's own environment installs) and its ``-m``
     module, each missing form (watched) and each existing one of a standard library name (no project's own
-    code: an editable install's package there stays the agent's work)."""
+    code: an editable install's package there stays the agent's work), with the folder's ``__pycache__`` whole
+    where such a source exists."""
     folders: dict[Path, set[str]] = {}
     for kind, folder, module in started:
         if folder == root or root in folder.parents:
@@ -605,9 +625,18 @@ def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Ite
             else:
                 folders.setdefault(folder, set(import_names())).update((module, *_installed(kind)))
     for folder, names in folders.items():
-        for name in filter(str.isidentifier, names):
-            yield from ((path, HOST_IMPORT) for path in would_import(folder, [name]) if path.name != "__pycache__"
-                        and (name in sys.stdlib_module_names or not os.path.lexists(path)))
+        held = [path for name in filter(str.isidentifier, names) for path in would_import(folder, [name])
+                if path.name != "__pycache__" and (name in sys.stdlib_module_names or not os.path.lexists(path))]
+        yield from ((path, HOST_IMPORT) for path in _with_bytecode(folder, held))
+
+
+def _with_bytecode(folder: Path, held: list[Path]) -> list[Path]:
+    """``held``, the import forms protected in ``folder``, with ``folder``'s ``__pycache__`` whole where one is an
+    existing source: Python runs a bytecode there in place of a source whose mtime and size its header records
+    (of any interpreter version's tag)."""
+    sources = importlib.machinery.SOURCE_SUFFIXES
+    return [*held, *[folder / "__pycache__"][:any(p.parent == folder and p.suffix in sources and p.is_file()
+                                                  for p in held)]]
 
 
 def _installed(python: str) -> set[str]:

@@ -8,6 +8,7 @@ Before: only the folder itself was: with a project's ``.venv/bin`` on ``PATH`` a
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -60,7 +61,7 @@ def _venv(runner, home: str = "/usr/bin"):
 def test_what_a_protected_environment_runs_at_start_from_a_folder_its_pth_adds_is_protected(runner, on_path):
     # Editable installs: .pth path lines (not import lines) add src, lib and the workspace itself; python imports
     # sitecustomize and usercustomize from them at every start.
-    site = _venv(runner)
+    site, tag = _venv(runner), sys.implementation.cache_tag
     (site / "_project.pth").write_text(f"# the project\nimport sys\n{runner.ws / 'src'}\n../../../../lib\n")
     (site / "_flat.pth").write_text(f"{runner.ws}\n")
     for folder in ("src", "lib"):
@@ -70,8 +71,11 @@ def test_what_a_protected_environment_runs_at_start_from_a_folder_its_pth_adds_i
     on_path(".venv/bin")
     out = runner.run("echo 'import os' > src/sitecustomize.py; echo 'import os' > lib/usercustomize.py; "
                      "mkdir src/sitecustomize; echo 'X = 1' > src/other.py; echo 'import os' > sitecustomize.pyc; "
+                     f"mkdir -p lib/__pycache__; echo 'import os' > lib/__pycache__/usercustomize.{tag}.pyc; "
                      "echo done")
     assert "done" in out and not (runner.ws / "sitecustomize.pyc").exists(), out
+    # Python runs __pycache__'s bytecode in place of the existing usercustomize.py while its header matches.
+    assert not (runner.ws / "lib" / "__pycache__" / f"usercustomize.{tag}.pyc").exists(), out
     assert not (runner.ws / "src" / "sitecustomize.py").exists(), out
     assert not (runner.ws / "src" / "sitecustomize").exists(), out
     assert (runner.ws / "lib" / "usercustomize.py").read_text() == "", out

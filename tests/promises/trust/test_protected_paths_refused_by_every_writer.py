@@ -19,6 +19,7 @@ import pytest
 
 from deep_agent.tools import RISKY_TOOLS, Workspace, builtin_tools
 from deep_agent.tools.protected import Protected
+from subagents.definitions.permissions import REFUSES
 
 PROTECTED = {
     ".git/config": "git directory",
@@ -51,8 +52,10 @@ def ws(tmp_path: Path) -> Workspace:
 
 
 def test_the_table_names_every_builtin_tool_that_writes(ws):
-    writers = {t.name for t in builtin_tools(ws, bash=None) if t.name in RISKY_TOOLS}
-    assert writers == set(_writers("x")), "a new writing tool: add it to _writers (and route it through open_regular)"
+    writers = {t.name: t for t in builtin_tools(ws, bash=None) if t.name in RISKY_TOOLS}
+    assert set(writers) == set(_writers("x")), "a new writing tool: add it to _writers (and route it through open_regular)"
+    # ... and let approvals know which calls it refuses, so that no one is asked about them
+    assert all(callable((t.metadata or {}).get(REFUSES)) for t in writers.values()), writers
 
 
 @pytest.mark.parametrize("path", PROTECTED)
@@ -184,3 +187,68 @@ def test_a_clones_remote_address_and_refs_name_no_path_of_the_workspace(tmp_path
              if tmp_path.resolve() in p.parents}
     assert not names & {"someone", "refs", "+refs", "team", "heads"}, names
     assert "cfg" in names  # a path a config names is still protected
+
+
+@pytest.mark.parametrize("mode", ["always_confirm", "confirm_risky"])
+@pytest.mark.parametrize("tool", list(_writers("x")))
+@pytest.mark.parametrize("where", ["root", "child"])
+def test_a_write_that_will_be_refused_is_refused_before_anyone_is_asked(ws, run, mode, tool, where):
+    """Before: ``Write(".git/config")`` under an approval policy paused for a person's yes first, and the yes
+    then met the refusal. The refusal comes first now, for the root's tools and a child's; an ordinary write
+    in the same turn still waits for approval."""
+    from helpers.graphs import tool_messages, user
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from deep_agent import create_deep_agent
+    from deep_agent.testing import ScriptedChatModel, tool_call
+    from subagents.settings import DelegationSettings
+
+    (ws.root / "notes.txt").write_text("original\n")
+    calls = {"tool_calls": [tool_call(tool, **_writers(".git/config")[tool]),
+                            tool_call(tool, **_writers("notes.txt")[tool])]}
+    task = {"tool_calls": [tool_call("task", description="Write them", subagent_type="worker")]}
+    model = ScriptedChatModel(rules=[("Write them", [calls, "done"])],
+                              responses=[calls if where == "root" else task, "done"])
+    agent = create_deep_agent(model, builtin_tools(ws, bash=None), permission_mode=mode,
+                              subagents=[{"name": "worker", "description": "writes", "system_prompt": "Work."}],
+                              checkpointer=InMemorySaver(),
+                              settings=DelegationSettings.of(general_purpose=False, risky_tools=RISKY_TOOLS))
+    config = {"configurable": {"thread_id": "t"}}
+    out = run(agent, user("go"), config)
+    (interrupt,) = out["__interrupt__"]
+    assert [r["args"]["file_path"] for r in interrupt.value["action_requests"]] == ["notes.txt"]
+    out = run(agent, Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert "__interrupt__" not in out
+    assert (ws.root / ".git/config").read_text() == "original\n"
+    assert "planted" in (ws.root / "notes.txt").read_text()
+    if where == "root":  # the model reads the refusal
+        assert "protected" in tool_messages(out)[0].content
+
+
+def test_a_write_refused_unasked_stays_refused_when_its_path_changes_before_it_runs(ws, run):
+    """A call no one was asked about, for it was refused, must not write once a symlink it goes through is
+    swapped (by a command running meanwhile) before it runs: that would be a write no one approved. Nor may the
+    answer change when the run resumes (the approval's decisions would no longer match its calls)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from deep_agent import create_deep_agent
+    from deep_agent.testing import ScriptedChatModel, tool_call
+    from helpers.graphs import tool_messages, user
+
+    (ws.root / "link").symlink_to(".git/config")
+    model = ScriptedChatModel(responses=[{"tool_calls": [tool_call("Write", file_path="notes.txt", content="ok"),
+                                                         tool_call("Write", file_path="link", content="planted")]},
+                                         "done"])
+    agent = create_deep_agent(model, builtin_tools(ws, bash=None), permission_mode="always_confirm",
+                              checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    (interrupt,) = run(agent, user("go"), config)["__interrupt__"]
+    assert [r["args"]["file_path"] for r in interrupt.value["action_requests"]] == ["notes.txt"]
+    (ws.root / "link").unlink()
+    (ws.root / "link").symlink_to("elsewhere.txt")  # swapped while the run waits
+    out = run(agent, Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert (ws.root / "notes.txt").read_text() == "ok" and not (ws.root / "elsewhere.txt").exists()
+    created, refused = (m.content for m in tool_messages(out))
+    assert created.startswith("Created") and "protected" in refused, refused

@@ -1,4 +1,5 @@
-"""What a Mercurial repository's ``.hg/hgrc`` (Sapling's ``.sl/config``) names is protected, as a git config's is.
+"""What a Mercurial repository's ``.hg/hgrc`` (Sapling's ``.sl/config``, Jujutsu's ``.jj/repo/config.toml``) names is
+protected, as a git config's is.
 
 ``hg status`` reads ``.hg/hgrc``, the files it ``%include``s, and runs its
 ``[hooks]`` commands, on the host; ``sl status`` the same from ``.sl/config``.
@@ -26,3 +27,26 @@ def test_an_included_file_and_a_hooks_script_are_never_written(runner, config):
     assert "done" in out and (ws / "shared.rc").read_text() == "[ui]\nusername = me\n", out
     assert (ws / "scripts" / "post.sh").read_text() == "true\n", out
     assert (ws / "scripts" / "other.sh").exists(), out  # the rest of the folder stays work
+
+
+def test_what_a_jj_repository_config_runs_is_never_written(runner):
+    """``jj fix`` runs ``fix.tools``' commands and ``jj resolve`` a merge tool's, on the host, from the config in
+    ``.jj/repo/config.toml`` (commands as TOML lists). Before: ``.jj`` was protected but not what its config names."""
+    ws = runner.ws
+    (ws / ".jj" / "repo").mkdir(parents=True)
+    (ws / ".jj" / "repo" / "config.toml").write_text(
+        '[fix.tools.style]\ncommand = ["python3", "scripts/style.py", "$path"]\npatterns = ["glob:**/*.py"]\n'
+        '[merge-tools.mine]\nprogram = "sh"\nmerge-args = ["tools/merge.sh", "$left", "$right"]\n'
+        '[ui]\npager = "python3 -m pager_x"\n')
+    for name in ("scripts/style.py", "tools/merge.sh"):
+        (ws / name).parent.mkdir(exist_ok=True)
+        (ws / name).write_text("true\n")
+    runner.chown(ws)
+    out = runner.run("echo evil > scripts/style.py; echo evil > tools/merge.sh; echo evil > pager_x.py; "
+                     "echo evil > scripts/argparse.py; echo made > scripts/other.txt; echo done")
+    assert "done" in out, out
+    for name in ("scripts/style.py", "tools/merge.sh"):
+        assert (ws / name).read_text() == "true\n", out
+    for name in ("pager_x.py", "scripts/argparse.py"):  # a python -m module; what a script's python imports
+        assert not (ws / name).is_file() or "evil" not in (ws / name).read_text(), out
+    assert (ws / "scripts" / "other.txt").exists(), out  # the rest of the folder stays work

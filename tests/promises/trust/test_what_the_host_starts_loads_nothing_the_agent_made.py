@@ -12,8 +12,12 @@ aside before anything runs it).
 
 from __future__ import annotations
 
+import os
+import py_compile
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +51,9 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
     ({}, PYTHON_HOOK, "scripts/subprocess.py"),  # a Python hook's start folder is its file's real one
     ({}, PYTHON_HOOK, "scripts/pre-commit.py"),
     ({}, {".git/hooks/pre-commit": PRE_COMMIT}, "pre_commit.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\npython3 -m mytool check\n", "mytool.py": "ok\n"}, "mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nset -e\npython3 scripts/check.py\n", "scripts/check.py": "ok\n"},
+     "scripts/check.py"),  # a hook line runs what it names, as a config's command does
     ({"filter.pretty.clean": "npx prettier --stdin-filepath %f"}, {}, "node_modules/.bin/prettier"),
     ({"core.hooksPath": "githooks"}, {}, "githooks/pre-commit"),
     ({}, {".envrc": "dotenv\n", ".env": "A=1\n"}, ".env"),
@@ -81,6 +88,42 @@ def test_the_projects_own_package_beside_stays_writable(runner):
     assert "done" in out, out
     assert (ws / "pytest" / "__init__.py").read_text() == "edited\n", out
     assert (ws / "string.py").read_text() == "mine\n", out
+
+
+MARKER = "print('PLANTED-ON-THE-HOST')\nraise SystemExit\n"
+COMPILED = ["argparse.pyc", "argparse/__init__.pyc", "__pycache__/argparse.TAG.pyc"]
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["no-pycache-yet", "pycache-there"])
+@pytest.mark.parametrize("planted", COMPILED)
+@pytest.mark.parametrize("route", [ROUTES[0], ROUTES[13]], ids=["config", "hook"])
+def test_no_compiled_form_of_a_module_the_host_imports_can_be_planted(runner, tmp_path, route, planted, made):
+    """Python imports a sourceless ``argparse.pyc`` (or a package's ``__init__.pyc``) from its start folder, and
+    ``__pycache__``'s bytecode in place of an existing ``argparse.py`` whose mtime and size its header records.
+    Before, from a hook's ``python3 -m json.tool``, a command's ``__pycache__/argparse.cpython-3XX.pyc`` ran on
+    the host. Each is compiled by the host's own python3, which then runs ``json.tool`` there as git would."""
+    python = shutil.which("python3")
+    if python is None:
+        pytest.skip("no python3 on PATH")
+    ws = runner.ws
+    tag = subprocess.run([python, "-c", "import sys; print(sys.implementation.cache_tag)"], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    files = {**route[1], "argparse.py": "from argparse_impl import *  # the project's own, a standard library name\n",
+             "a.json": "{}\n", **({"__pycache__/mine.pyc": "x"} if made else {})}
+    # A payload with the protected argparse.py's size and mtime: its bytecode's header matches that source.
+    size = len(files["argparse.py"])
+    (tmp_path / "payload.py").write_text((MARKER + "#" * size)[:size])
+    repository(runner, route[0], {k: v for k, v in files.items() if k != "argparse.py"})
+    (ws / "argparse.py").write_text(files["argparse.py"])
+    mtime = os.stat(ws / "argparse.py").st_mtime
+    os.utime(tmp_path / "payload.py", (mtime, mtime))
+    target = planted.replace("TAG", tag)
+    py_compile.compile(str(tmp_path / "payload.py"), cfile=str(ws / "payload.bin"))
+    runner.chown(ws)
+    out = runner.run(f"mkdir -p {Path(target).parent}; cp payload.bin {target}; echo done", protected=Protected.of(ws))
+    assert "done" in out, out
+    host = subprocess.run([python, "-m", "json.tool", "a.json"], cwd=ws, capture_output=True, text=True, timeout=60)
+    assert "PLANTED-ON-THE-HOST" not in host.stdout + host.stderr, (out, host.stdout, host.stderr[-500:])
 
 
 def repository(runner, config, files):
