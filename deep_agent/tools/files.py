@@ -112,9 +112,8 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
             shown.append(f"... [{len(entries) - MAX_LS_ENTRIES} more entries]")
         return ws.bound(f"{ws.shown(folder)}/\n" + "\n".join(f"  {s}" for s in shown))
 
-    # A file_path no one was asked about, for it was refused -> the refusal, for as long as these tools live: a
-    # symlink swapped since (by a command of the same batch), or a protected set changed, must never let a call to
-    # it write unasked (one call or several), nor the question change when the run resumes.
+    # A file_path no one was asked about, for it was refused -> the refusal, until a call to it runs: a symlink
+    # swapped since, or a protected set changed, must never let that call write unasked, nor the question change.
     unasked: dict[str, Exception] = {}
 
     def refuses(arguments: Mapping[str, Any]) -> bool:
@@ -129,7 +128,7 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
             return True
 
     def refused_unasked(file_path: str) -> None:
-        if (refusal := unasked.get(file_path)) is not None:
+        if (refusal := unasked.pop(file_path, None)) is not None:
             raise refusal
 
     return [
