@@ -66,7 +66,6 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
         return ws.bound("\n".join(numbered)) + note
 
     def write(file_path: str, content: str) -> str:
-        refused_unasked(file_path)
         path = ws.path(file_path)
         check_text(content, "content", nul=True)
         if path.is_dir():
@@ -79,7 +78,6 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
         return f"{'Overwrote' if existed else 'Created'} {ws.shown(path)} ({len(content)} characters)"
 
     def edit(file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> str:
-        refused_unasked(file_path)
         path = _existing_file(ws, file_path)
         if old_string == new_string:
             raise ToolException("old_string and new_string are the same: nothing to change")
@@ -112,24 +110,12 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
             shown.append(f"... [{len(entries) - MAX_LS_ENTRIES} more entries]")
         return ws.bound(f"{ws.shown(folder)}/\n" + "\n".join(f"  {s}" for s in shown))
 
-    # A file_path no one was asked about, for it was refused -> the refusal, until a call to it runs: a symlink
-    # swapped since, or a protected set changed, must never let that call write unasked, nor the question change.
-    unasked: dict[str, Exception] = {}
-
     def refuses(arguments: Mapping[str, Any]) -> bool:
         """Whether a write to ``file_path`` will be refused (protected, or outside): no approval can make it run."""
-        if not isinstance(raw := arguments.get("file_path"), str) or raw in unasked:
-            return raw in unasked
         try:
-            ws.protected.check(ws.path(raw))
-            return False
-        except (ToolException, PermissionError) as exc:
-            unasked[raw] = exc
+            return ws.protected.why(ws.path(arguments.get("file_path"))) is not None
+        except ToolException:
             return True
-
-    def refused_unasked(file_path: str) -> None:
-        if (refusal := unasked.pop(file_path, None)) is not None:
-            raise refusal
 
     return [
         _tool(ws, read, "Read", ReadInput, "Read a text file of the workspace, with line numbers."),

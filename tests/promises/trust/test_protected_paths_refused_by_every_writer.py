@@ -224,31 +224,3 @@ def test_a_write_that_will_be_refused_is_refused_before_anyone_is_asked(ws, run,
     assert "planted" in (ws.root / "notes.txt").read_text()
     if where == "root":  # the model reads the refusal
         assert "protected" in tool_messages(out)[0].content
-
-
-def test_a_write_refused_unasked_stays_refused_when_its_path_changes_before_it_runs(ws, run):
-    """A call no one was asked about, for it was refused, must not write once a symlink it goes through is
-    swapped (by a command running meanwhile) before it runs: that would be a write no one approved. Nor may the
-    answer change when the run resumes (the approval's decisions would no longer match its calls)."""
-    from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.types import Command
-
-    from deep_agent import create_deep_agent
-    from deep_agent.testing import ScriptedChatModel, tool_call
-    from helpers.graphs import tool_messages, user
-
-    (ws.root / "link").symlink_to(".git/config")
-    model = ScriptedChatModel(responses=[{"tool_calls": [tool_call("Write", file_path="notes.txt", content="ok"),
-                                                         tool_call("Write", file_path="link", content="planted")]},
-                                         "done"])
-    agent = create_deep_agent(model, builtin_tools(ws, bash=None), permission_mode="always_confirm",
-                              checkpointer=InMemorySaver())
-    config = {"configurable": {"thread_id": "t"}}
-    (interrupt,) = run(agent, user("go"), config)["__interrupt__"]
-    assert [r["args"]["file_path"] for r in interrupt.value["action_requests"]] == ["notes.txt"]
-    (ws.root / "link").unlink()
-    (ws.root / "link").symlink_to("elsewhere.txt")  # swapped while the run waits
-    out = run(agent, Command(resume={"decisions": [{"type": "approve"}]}), config)
-    assert (ws.root / "notes.txt").read_text() == "ok" and not (ws.root / "elsewhere.txt").exists()
-    created, refused = (m.content for m in tool_messages(out))
-    assert created.startswith("Created") and "protected" in refused, refused
