@@ -19,7 +19,6 @@ import pytest
 
 from deep_agent.tools import RISKY_TOOLS, Workspace, builtin_tools
 from deep_agent.tools.protected import Protected
-from subagents.definitions.permissions import REFUSES
 
 PROTECTED = {
     ".git/config": "git directory",
@@ -52,10 +51,8 @@ def ws(tmp_path: Path) -> Workspace:
 
 
 def test_the_table_names_every_builtin_tool_that_writes(ws):
-    writers = {t.name: t for t in builtin_tools(ws, bash=None) if t.name in RISKY_TOOLS}
-    assert set(writers) == set(_writers("x")), "a new writing tool: add it to _writers (and route it through open_regular)"
-    # ... and let approvals know which calls it refuses, so that no one is asked about them
-    assert all(callable((t.metadata or {}).get(REFUSES)) for t in writers.values()), writers
+    writers = {t.name for t in builtin_tools(ws, bash=None) if t.name in RISKY_TOOLS}
+    assert writers == set(_writers("x")), "a new writing tool: add it to _writers (and route it through open_regular)"
 
 
 @pytest.mark.parametrize("path", PROTECTED)
