@@ -40,7 +40,7 @@ from subagents.boundary import (
     with_text_appended,
 )
 from subagents.definitions.files import DirLevels
-from subagents.definitions.permissions import PermissionMode, approval_rules, refused_first
+from subagents.definitions.permissions import PermissionMode, approval_rules
 from subagents.errors import InvalidArgumentType
 from subagents.ledger import LedgerChannel, merge_async_records, merge_records, saved_value
 from subagents.settings import DelegationSettings
@@ -264,7 +264,7 @@ def _root_approval(options: BuildOptions, tools: Sequence[Any], middleware: Sequ
     names = list(dict.fromkeys([*(tool_name(t) for t in [*tools, *middleware_tools]), *also]))
     rules = approval_rules(options.permission_mode, names, risky_tools=options.risky_tools,
                            interrupt_on=options.interrupt_on)
-    return [HumanInTheLoopMiddleware(interrupt_on=refused_first(rules, [*tools, *middleware_tools]))] if rules else []
+    return [HumanInTheLoopMiddleware(interrupt_on=rules)] if rules else []
 
 
 # The root's conversation is checkpointed as its changes (a DeltaChannel): the default channel writes

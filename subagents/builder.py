@@ -62,7 +62,6 @@ from subagents.definitions.permissions import (
     approval_rules,
     normalize_permission_mode,
     policy_beside,
-    refused_first,
 )
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
 from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
@@ -602,7 +601,7 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
                     if theirs and hasattr(theirs[-1], key)}
         at = middleware.index(theirs[0]) if theirs else len(middleware)
         middleware = [mw for mw in middleware if not any(mw is t for t in theirs)]
-        middleware.insert(at, HumanInTheLoopMiddleware(interrupt_on=refused_first(rules, tools), **settings))
+        middleware.insert(at, HumanInTheLoopMiddleware(interrupt_on=rules, **settings))
     if missing(SummarizationMiddleware):
         try:
             condenser = condenser_middleware(spec.condenser, model, resolve_summarizer=model_for)

@@ -11,15 +11,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from deep_agent.tools.workspace import Workspace, check_text, is_folder, open_folder, open_regular, os_error, sendable
-from subagents.definitions.permissions import REFUSES
 from subagents.transcripts import NOT_REGULAR
 
 DEFAULT_READ_LINES = 2000
@@ -110,25 +108,17 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
             shown.append(f"... [{len(entries) - MAX_LS_ENTRIES} more entries]")
         return ws.bound(f"{ws.shown(folder)}/\n" + "\n".join(f"  {s}" for s in shown))
 
-    def refuses(arguments: Mapping[str, Any]) -> bool:
-        """Whether a write to ``file_path`` will be refused (protected, or outside): no approval can make it run."""
-        try:
-            return ws.protected.why(ws.path(arguments.get("file_path"))) is not None
-        except ToolException:
-            return True
-
     return [
         _tool(ws, read, "Read", ReadInput, "Read a text file of the workspace, with line numbers."),
-        _tool(ws, write, "Write", WriteInput, "Create or overwrite a file in the workspace.", refuses),
-        _tool(ws, edit, "Edit", EditInput, "Replace exact text in a file of the workspace.", refuses),
+        _tool(ws, write, "Write", WriteInput, "Create or overwrite a file in the workspace."),
+        _tool(ws, edit, "Edit", EditInput, "Replace exact text in a file of the workspace."),
         _tool(ws, ls, "LS", LSInput, "List a folder of the workspace."),
     ]
 
 
-def _tool(ws: Workspace, func: Callable[..., str], name: str, schema: type[BaseModel], description: str,
-          refuses: Callable[[Mapping[str, Any]], bool] | None = None) -> StructuredTool:
-    """A tool whose every failure is a result the model reads, never an exception in the agent; a writer's
-    ``refuses`` tells approvals which calls it will refuse (:data:`~subagents.definitions.permissions.REFUSES`)."""
+def _tool(ws: Workspace, func: Callable[..., str], name: str, schema: type[BaseModel],
+          description: str) -> StructuredTool:
+    """A tool whose every failure is a result the model reads, never an exception in the agent."""
 
     @functools.wraps(func)
     def guarded(**arguments: object) -> str:
@@ -144,8 +134,7 @@ def _tool(ws: Workspace, func: Callable[..., str], name: str, schema: type[BaseM
             raise ToolException(f"{name} failed: out of memory (a file or output too big)") from None
 
     return StructuredTool.from_function(func=guarded, name=name, description=description, args_schema=schema,
-                                        infer_schema=False, handle_tool_error=True,
-                                        metadata={REFUSES: refuses} if refuses else None)
+                                        infer_schema=False, handle_tool_error=True)
 
 
 def _existing_file(ws: Workspace, raw: str) -> Path:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, get_args
 
 from langchain.agents.middleware import PIIMiddleware
-from langchain.agents.middleware.human_in_the_loop import DecisionType
 
-from subagents.boundary import tool_name
 from subagents.errors import InvalidArgument, SpecError
 
 PermissionMode = Literal["always_confirm", "confirm_risky", "never_confirm"]
@@ -52,36 +50,6 @@ def approval_rules(mode: PermissionMode | None, tool_names: Iterable[str], *, ri
                              if mode == "always_confirm" or (mode == "confirm_risky" and name in risky)}
     rules.update(interrupt_on or {})
     return {name: rule for name, rule in rules.items() if rule}
-
-
-REFUSES = "refuses"
-"""A tool's ``metadata`` key: ``arguments -> bool``, whether the tool will refuse a call with these arguments (a
-write to a protected path). Such a call is never put to a person (:func:`refused_first`): it meets the refusal."""
-
-
-class _UnlessRefused:
-    """A review rule's ``when``: not for a call its tool refuses; else the rule's own ``when``, if any."""
-
-    def __init__(self, refuses: Callable[[Mapping[str, Any]], bool], when: Callable[[Any], bool] | None) -> None:
-        self.refuses, self.when = refuses, when
-
-    def __call__(self, request: Any) -> bool:
-        return not self.refuses(request.tool_call["args"]) and (self.when is None or self.when(request))
-
-
-def refused_first(rules: Mapping[str, Any], tools: Iterable[Any]) -> dict[str, Any]:
-    """``HumanInTheLoopMiddleware`` rules under which a call its tool will refuse (:data:`REFUSES`) is refused
-    before anyone is asked: approving it could not make it run. The check is the tool's at hand (one of the
-    same name a parent's rule carried is replaced), each rule's own ``when`` kept."""
-    refuses = {tool_name(t): (getattr(t, "metadata", None) or {}).get(REFUSES) for t in tools}
-    found: dict[str, Any] = {}
-    for name, rule in rules.items():
-        rule = dict(rule) if isinstance(rule, Mapping) else {"allowed_decisions": list(get_args(DecisionType))}
-        when = rule.pop("when", None)
-        when = when.when if isinstance(when, _UnlessRefused) else when
-        when = _UnlessRefused(check, when) if callable(check := refuses.get(name)) else when
-        found[name] = {**rule, **({"when": when} if when is not None else {})}
-    return found
 
 
 # Every child gets the parent's PIIMiddleware; a child's own for the same type adds to it, never replaces it.
