@@ -177,8 +177,11 @@ def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
     on its import path, -m's top module or "")``
     (``cwd`` for ``-m``, ``-c``, ``-`` or stdin; a script's own folder; nothing with ``-I``/``-P``), or
     ``("node", cwd, "")`` for a package runner (``npx``, ``npm exec``, ``yarn``...: ``node_modules/.bin``'s)."""
-    words = list(command)
+    words, paths = list(command), []
     while words and ((wrapper := _WRAPPERS.get(Path(words[0]).name)) is not None or _ASSIGNMENT.match(words[0])):
+        if words[0].startswith("PYTHONPATH="):  # its folders come first on a python's path, "." and "$PWD" too
+            paths = [cwd if re.fullmatch(r"\$\{?PWD\}?|\$\(pwd\)|`pwd`", e) else (cwd / e).resolve()
+                     for e in words[0].partition("=")[2].split(":") if e]
         words.pop(0)
         valued, positional = wrapper or ((), 0)
         while words and (words[0].startswith("-") or positional):
@@ -188,6 +191,14 @@ def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
                 value = words.pop(0)
                 words[:0] = shell_words(value) if word in ("-S", "--split-string") else []
     name = Path(words[0]).name.strip("${}") if words else ""
+    if not (name in _NODE or _SHELL.fullmatch(name) or _PYTHON.fullmatch(name)):
+        # A program no table names (ionice, flock, setsid...) may start a python in turn: its first word that
+        # is one is taken as the start (an argument that only looks like one holds more, never less).
+        words = words[next((n for n, w in enumerate(words) if _PYTHON.fullmatch(Path(w).name.strip("${}"))),
+                           len(words)):]
+        name = Path(words[0]).name.strip("${}") if words else ""
+    if _PYTHON.fullmatch(name):
+        yield from ((words[0], folder, "") for folder in paths)
     if name in _NODE:
         yield "node", cwd, ""
     elif _SHELL.fullmatch(name):

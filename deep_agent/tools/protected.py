@@ -45,6 +45,7 @@ import dataclasses
 import errno
 import importlib.machinery
 import importlib.util
+import itertools
 import os
 import re
 import shlex
@@ -555,8 +556,9 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
     workspace, the working tree and the config's folder: a path-shaped word
     existing or not; a bare word an existing file, or folder if it is the whole
     value (in a command a bare folder is work); what follows each ``/``, if a file; ``core.hooksPath``'s
-    whole value, any shape. Then what each value run as a command, or a line of a hook, runs from the
-    working tree's top (:func:`~deep_agent.tools.host_code.command_files`) and starts (:func:`_loaded_by_host`).
+    whole value, any shape. Then what each value run as a command runs from the working tree's top
+    (:func:`~deep_agent.tools.host_code.command_files`) and starts (:func:`_loaded_by_host`). Each line of a
+    hook is such a value (:func:`_hook_entries`).
     """
     seen: set[tuple[Path | None, str, Path | None]] = set()
     started: set[tuple[str, Path, str]] = set()
@@ -564,7 +566,8 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
         other = _VCS_CONFIGS.get(git_dir.name) if git_dir is not None else None
         top = worktree or root
         hooks = [p / "hooks" for p in _leads_to(git_dir)] if git_dir and not other else []
-        for origin, key, value in other[1](git_dir / other[0]) if git_dir and other else _config_entries(git_dir):
+        entries = other[1](git_dir / other[0]) if git_dir and other else _config_entries(git_dir)
+        for origin, key, value in itertools.chain(entries, _hook_entries(hooks)):  # hooks: core.hooksPath's too
             if key.casefold() == "core.hookspath":
                 with contextlib.suppress(OSError, RuntimeError):  # ~nobody, a symlink loop
                     hooks.append(hooks_path := (top / Path(value).expanduser()).resolve())
@@ -598,16 +601,19 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
             # What the value run as a command runs or imports from its cwd, git's: the working tree's top.
             yield from ((path, RUN) for path in command_files(words, top, root))
             started.update(s for command, cwd in simple_commands(words, top) for s in starts(command, cwd))
-        for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)
-                     if not e.name.endswith(".sample")):  # git init's examples: git runs none of them
-            lines = read_regular(hook, 1 << 20).decode("utf-8", "replace").replace("\\\n", "").splitlines()
-            # A hook run by its `#!` line is that line's command with the hook's path: a Python hook's real
-            # folder is its python's start folder, and the file it leads to is run like a script a config names.
-            shebang = [*shell_words(lines[0][2:]), str(hook)] if lines and lines[0].startswith("#!") else []
-            for words in (shebang, *map(shell_words, lines)):  # each line is run like a config's command
-                yield from ((path, RUN) for path in command_files(words, top, root))
-                started.update(s for command, cwd in simple_commands(words, top) for s in starts(command, cwd))
     yield from _loaded_by_host(root, started)
+
+
+def _hook_entries(hooks: list[Path]) -> Iterator[tuple[Path | None, str, str]]:
+    """``(hook, "", value)``: what each hook in ``hooks`` runs, read as a config's values are. Git runs the hook's
+    file (the one a symlink leads to, with or without a ``#!``): its path; its ``#!`` line's command with that
+    path (a Python hook's folder is its python's start folder); and each of its lines."""
+    for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)
+                 if not e.name.endswith(".sample")):  # git init's examples: git runs none of them
+        lines = read_regular(hook, 1 << 20).decode("utf-8", "replace").replace("\\\n", "").splitlines()
+        quoted = shlex.quote(str(hook))
+        shebang = [f"{lines[0][2:]} {quoted}"] if lines and lines[0].startswith("#!") else []
+        yield from ((hook, "", value) for value in (quoted, *shebang, *lines))
 
 
 def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Iterator[tuple[Path, str]]:

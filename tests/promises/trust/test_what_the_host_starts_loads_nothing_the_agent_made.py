@@ -63,6 +63,18 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
     ({}, {".envrc": "source ./scripts/dev-env.sh\n"}, "scripts/dev-env.sh"),  # an .envrc is bash: its own source
     ({}, {".envrc": ". ./dev.sh\n"}, "dev.sh"),
     ({"diff.tar.textconv": "python3 -m tarfile -l"}, {}, "org/python/core.py"),  # copy and pickle try Jython's org
+    # Found by a review: a python behind a program no table names, one whose PYTHONPATH is the top, a hook that is
+    # a link to a tracked script without a `#!` (git runs it with sh), a hook naming a script from the top's path.
+    ({"diff.json.textconv": "ionice -c3 python3 -m json.tool"}, {}, "argparse.py"),
+    ({"diff.json.textconv": "flock /tmp/json.lock python3 -m json.tool"}, {}, "argparse.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nPYTHONPATH=. python3 tools/check.py\n", "tools/check.py": "ok\n"},
+     "argparse.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nPYTHONPATH=\"$PWD\" python3 tools/check.py\n",
+          "tools/check.py": "ok\n"}, "json.py"),
+    ({}, {"scripts/pre-commit": "echo checked\n", ".git/hooks/pre-commit": "-> ../../scripts/pre-commit"},
+     "scripts/pre-commit"),
+    ({}, {".git/hooks/pre-commit": '#!/bin/sh\nexec "$(git rev-parse --show-toplevel)/scripts/check.sh"\n',
+          "scripts/check.sh": "echo checked\n"}, "scripts/check.sh"),
 ]
 
 
