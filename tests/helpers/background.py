@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -74,6 +75,32 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, every: float =
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(every)
+
+
+def returns(call: Callable[[], Any], timeout: float = 120.0) -> Any:
+    """``call()``'s value (or its exception); fail the test if it has not returned after ``timeout`` seconds.
+
+    A hang guard, not a budget (as :func:`wait_for`'s timeout): far above what a loaded machine takes, and short of
+    forever, which is how long a call that waits on a hung server takes. The call runs in a daemon thread, so a
+    hung one is left behind instead of holding the test.
+    """
+    ended: list[tuple[bool, Any]] = []
+
+    def target() -> None:
+        try:
+            ended.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            ended.append((False, exc))
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not ended:
+        raise AssertionError(f"the call had not returned after {timeout}s: a hang")
+    ok, value = ended[0]
+    if not ok:
+        raise value
+    return value
 
 
 def started_ids(messages: list[Any]) -> list[str]:

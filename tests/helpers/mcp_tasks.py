@@ -45,5 +45,5 @@ def pids(path: Path) -> list[int]:
 def _napping(spec_extra: dict, server_extra: dict | None = None) -> tuple[dict, object]:
     spec = {"name": "h", "description": "h", "mcp_config": {"slow": stdio(**(server_extra or {}))}, **spec_extra}
     model = delegate(("wait", "h"), child_rules=[
-        ("wait", [{"tool_calls": [{"name": "mcp__slow__nap", "args": {"seconds": 120}}]}, report])])
+        ("wait", [{"tool_calls": [{"name": "mcp__slow__nap", "args": {"seconds": 3600}}]}, report])])
     return spec, model

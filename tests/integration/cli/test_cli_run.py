@@ -39,9 +39,8 @@ def thread_messages(state: Path, thread: str) -> list:
 
 
 def test_a_pending_approval_without_a_terminal_is_an_error_naming_the_tool(project):
-    started = time.monotonic()
+    # A run that waited for an answer no terminal can give would never end: cli()'s timeout is the hang guard.
     result = run(project, "Tidy the notes", "--model", "scripted:cli_scripts:one_edit")
-    assert time.monotonic() - started < 120
     assert result.returncode == 1
     assert "Edit (called by editor) needs approval, but stdin is not a terminal" in result.stderr
     assert "--yes" in result.stderr and "Traceback" not in result.stderr

@@ -15,7 +15,7 @@ import pytest
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
-from helpers.background import NOTICE, as_json, last_tool_result, ledger, notices, on_task, start, wait_for
+from helpers.background import NOTICE, as_json, last_tool_result, ledger, notices, on_task, returns, start, wait_for
 from helpers.graphs import Runner, user
 from deep_agent.testing import ScriptedChatModel, tool_call
 from helpers.fault_servers import FaultProxy, RecordingServer
@@ -75,14 +75,10 @@ def thread() -> dict[str, Any]:
     return {"configurable": {"thread_id": f"faults-{time.monotonic_ns()}"}}
 
 
-HUNG_S = 20.0
-"""A turn against a hung or dead server that lasts this long waited on it: a hang, not a slow machine."""
-
-
-def timed(run: Any, agent: Any, text: str, config: dict[str, Any]) -> tuple[dict[str, Any], float]:
-    began = time.monotonic()
-    out = run(agent, user(text), config)
-    return out, time.monotonic() - began
+def turn(run: Any, agent: Any, text: str, config: dict[str, Any]) -> dict[str, Any]:
+    """One parent turn, failing the test if it never ends (a hung server never answers: a turn that waited on it
+    would not); what it says (a note or error naming the deadline it gave up at) shows it did not wait."""
+    return returns(lambda: run(agent, user(text), config))
 
 
 def sdk(url: str) -> Any:
@@ -199,21 +195,19 @@ def test_a_hung_server_never_stalls_the_parent(run, langgraph_server):
     (record,) = ledger(out).values()
     try:
         proxy.hang()
-        out, took = timed(run, agent, "PARENT news", config)
-        # The hung server never answers: a turn that waited on it would never end. HUNG_S catches that.
-        assert took < HUNG_S, f"a plain turn took {took:.1f} s against a hung server"
+        out = turn(run, agent, "PARENT news", config)
         note = ledger(out)[record["id"]]["note"]
-        assert note.startswith("unreachable") and proxy.url in note
+        assert note.startswith("unreachable") and proxy.url in note and "no answer within" in note, note
         assert ledger(out)[record["id"]]["status"] in ("pending", "running")
         assert "not checked" in notices(out)[-1] and proxy.url in notices(out)[-1]
 
-        out, took = timed(run, agent, "PARENT check", config)
-        assert took < HUNG_S and as_json(last_tool_result(out))["note"].startswith("unreachable")
-        out, took = timed(run, agent, "PARENT list", config)
-        assert took < HUNG_S and as_json(last_tool_result(out))[0]["note"].startswith("unreachable")
-        out, took = timed(run, agent, "PARENT again", config)
+        out = turn(run, agent, "PARENT check", config)
+        assert as_json(last_tool_result(out))["note"].startswith("unreachable")
+        out = turn(run, agent, "PARENT list", config)
+        assert as_json(last_tool_result(out))[0]["note"].startswith("unreachable")
+        out = turn(run, agent, "PARENT again", config)
         failed = last_tool_result(out)
-        assert took < HUNG_S and failed.status == "error" and proxy.url in failed.content
+        assert failed.status == "error" and proxy.url in failed.content
 
         proxy.up()
         out = wait_for(lambda: (o := run(agent, user("PARENT news"), config))
@@ -230,9 +224,8 @@ def test_a_start_against_a_hung_server_is_bounded_and_names_it(run):
     try:
         middleware = quick_backoff(BackgroundSubagentMiddleware(
             [worker(proxy.url, start_timeout_s=1)], settings=DelegationSettings.of(general_purpose=False)))
-        out, took = timed(run, parent(middleware), "PARENT start", thread())
+        out = turn(run, parent(middleware), "PARENT start", thread())
         failed = last_tool_result(out)
-        assert took < HUNG_S, f"a start against a hung server took {took:.1f} s"
         assert failed.status == "error" and proxy.url in failed.content and "no answer within 1 s" in failed.content
         assert [r["status"] for r in ledger(out).values()] == ["error"]  # the failed start has its record
     finally:
@@ -253,8 +246,7 @@ def test_a_dead_server_costs_no_turn_more_than_a_moment(run, langgraph_server):
     try:
         proxy.down()
         for text in ("PARENT news", "PARENT check", "PARENT list", "PARENT steer", "PARENT cancel"):
-            out, took = timed(run, agent, text, config)
-            assert took < HUNG_S, f"{text!r} took {took:.1f} s against a dead server"
+            out = turn(run, agent, text, config)
         assert ledger(out)[record["id"]]["note"].startswith("unreachable")
         assert last_tool_result(out).status == "error" and proxy.url in last_tool_result(out).content
 
@@ -278,8 +270,8 @@ def test_a_killed_and_restarted_server(own_langgraph_server):
     (record,) = ledger(out).values()
     server.kill()
     try:
-        out, took = timed(run, agent, "PARENT news", config)
-        assert took < HUNG_S and ledger(out)[record["id"]]["note"].startswith("unreachable")
+        out = turn(run, agent, "PARENT news", config)
+        assert ledger(out)[record["id"]]["note"].startswith("unreachable")
     finally:
         server.start()
     time.sleep(1.1)
@@ -344,9 +336,8 @@ def test_wait_for_background_waits_for_remote_tasks_or_says_it_cannot(langgraph_
             wait_for_background(ledger(out))
         assert wait_for_background({quick["id"]: quick}, timeout_s=15, tasks=middleware.tasks)
         assert middleware.tasks.remote.specs and live_status(middleware, quick) == "completed"
-        began = time.monotonic()
-        assert not wait_for_background({slow["id"]: slow}, timeout_s=1, tasks=middleware.tasks)
-        assert time.monotonic() - began < HUNG_S  # the slow run's end, had the deadline been stretched
+        assert not returns(lambda: wait_for_background({slow["id"]: slow}, timeout_s=1, tasks=middleware.tasks))
+        assert live_status(middleware, slow) in ("pending", "running")  # not waited for: it runs for minutes
     finally:
         stop_on_server(langgraph_server, slow)
 

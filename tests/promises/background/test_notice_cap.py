@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from typing import Any
+
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 from hypothesis import given, settings
@@ -19,9 +23,26 @@ TASKS = 60
 ANSWER = "x" * 5000
 
 
+class _Gated(ScriptedChatModel):
+    """Answers once ``gate`` is open (waiting for it at most a minute, a hang guard)."""
+
+    gate: Any = None
+
+    def _generate(self, *args: Any, **kwargs: Any) -> Any:
+        self.gate.wait(60)
+        return super()._generate(*args, **kwargs)
+
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+        for _ in range(6000):  # polled, not waited for in a thread: the loop's own threads stay free
+            if self.gate.is_set():
+                break
+            await asyncio.sleep(0.01)
+        return await super()._agenerate(*args, **kwargs)
+
+
 def test_many_large_local_results_make_one_capped_notice_pointing_to_check(run):
-    # Slow enough that none finishes within the first turn, even on a loaded machine.
-    worker = ScriptedChatModel(default=ANSWER, latency_s=5.0)
+    # None answers before the first turn has ended, however loaded the machine: the gate opens after it.
+    worker = _Gated(default=ANSWER, gate=threading.Event())
     parent = ScriptedChatModel(
         rules=[("Background task updates", ["noted"]),
                ("PARENT start", [start(*[(f"job {i}", "worker") for i in range(TASKS)]), "started"])],
@@ -38,6 +59,7 @@ def test_many_large_local_results_make_one_capped_notice_pointing_to_check(run):
     config = {"configurable": {"thread_id": f"cap-{run.mode}"}}
     out = run(agent, user("PARENT start"), config)
     assert not notices(out)
+    worker.gate.set()
     assert wait_for_background(ledger(out), timeout_s=60)
     out = run(agent, user("PARENT news"), config)
     (notice,) = notices(out)

@@ -109,9 +109,9 @@ async def test_a_join_that_returns_before_the_status_moves_joins_each_task_once_
 @pytest.mark.parametrize("every_s", [0.05, 30.0])
 async def test_a_join_that_never_returns_does_not_stretch_the_deadline_and_is_closed(every_s):
     server = _Server(ends_at=time.monotonic() + 3600, join="hangs")
-    settled, took = await _settle(server, 2, every_s=every_s, within=0.6)
-    # An hour had the join stretched it: the bound catches that hang, not a speed.
-    assert settled is False and 0.55 <= took < 60, f"{settled} after {took:.2f} s"
+    # An hour had the join stretched it: the guard catches that hang (it is no budget).
+    settled, took = await asyncio.wait_for(_settle(server, 2, every_s=every_s, within=0.6), 120)
+    assert settled is False and took >= 0.55, f"{settled} after {took:.2f} s"
     await asyncio.sleep(0)  # let the cancelled join unwind
     assert server.open_joins == 0
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -150,17 +149,15 @@ def test_a_deep_folder_of_many_files_is_matched_in_one_step_a_name(tmp_path: Pat
     for i in range(3000):
         (deep / f"f{i}").touch()
     glob = {t.name: t for t in builtin_tools(tmp_path)}["Glob"]
-    started = time.monotonic()
+    # A minute before: Glob's own deadline would have cut the walk, and its answer would say so.
     assert glob.invoke({"pattern": "**/a/**/x"}) == "no files match"
-    assert time.monotonic() - started < 30  # a minute before: the bound catches that, not a speed
 
 
-def test_a_dot_dot_after_a_wildcard_is_refused_not_walked(tmp_path: Path) -> None:
+def test_a_dot_dot_after_a_wildcard_is_refused_not_walked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Each '*/..' multiplied the walk by the number of folders: this one was minutes in a folder of 30.
     for i in range(30):
         (tmp_path / f"f{i}").mkdir()
     glob = {t.name: t for t in builtin_tools(tmp_path)}["Glob"]
-    started = time.monotonic()
+    monkeypatch.setattr(os, "scandir", lambda *args, **kwargs: pytest.fail("a refused pattern listed a folder"))
     result = glob.invoke({"pattern": "*/../*/../*/../*/../*/../zz"})
     assert "'..' may only come before the first wildcard" in result
-    assert time.monotonic() - started < 30  # minutes before: the bound catches that, not a speed

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import tracemalloc
 
 import pytest
@@ -14,34 +13,34 @@ from deep_agent.cli.app import main as cli
 from subagents import AgentFileError, discover_agents, load_agent_file
 from subagents.definitions.agent_files import parse_agent_file
 from helpers.agent_files import agent_md, write
+from helpers.background import returns
 
 BOMB_ANCHORS = "\n".join(
     ["  - &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
-    + [f"  - &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    + [f"  - &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
 )
 
 
 def bomb_in_color() -> str:
-    return f"---\nname: bomb\ndescription: d\ncolor:\n{BOMB_ANCHORS}\n  - *a8\n---\nBody.\n"
+    return f"---\nname: bomb\ndescription: d\ncolor:\n{BOMB_ANCHORS}\n  - *a9\n---\nBody.\n"
 
 
 def bomb_in_mcp_args() -> str:
     return (
         "---\nname: bomb\ndescription: d\nmcp_config:\n  files:\n    command: python3\n    args:\n"
-        + BOMB_ANCHORS.replace("  - ", "      - ") + "\n      - *a8\n---\nBody.\n"
+        + BOMB_ANCHORS.replace("  - ", "      - ") + "\n      - *a9\n---\nBody.\n"
     )
 
 
 def bounded(fn):
-    """Run ``fn`` and return its value, failing if it takes long or much memory."""
+    """Run ``fn`` and return its value, failing if it uses much memory or never returns (a hang guard, no budget:
+    a bomb expanded unbounded is billions of values, hours of work)."""
     tracemalloc.start()
-    started = time.monotonic()
     try:
-        value = fn()
+        value = returns(fn)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.monotonic() - started < 30  # a hostile file ran unbounded: the bound catches that, not a speed
     assert peak < 50 * 1024 * 1024
     return value
 

@@ -8,7 +8,6 @@ import gc
 import os
 import signal
 import sys
-import time
 import tracemalloc
 import warnings
 from collections.abc import Callable, Iterator
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.background import wait_for
 from subagents.definitions.hooks import MAX_OUTPUT_CHARS, HookOutcome, arun_hook, run_hook
 
 EVENT = {"hook_event_name": "PreToolUse", "tool_name": "Bash"}
@@ -34,7 +34,8 @@ def hook(request: pytest.FixtureRequest) -> Run:
 def escaped(tmp_path: Path) -> Iterator[str]:
     """A shell snippet starting a child that leaves the hook's process group but keeps its pipes."""
     pid_file = tmp_path / "escaped.pid"
-    child = f"import os, time; os.setsid(); open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(30)"
+    child = (f"import os, time; os.setsid(); open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(30); "
+             f"open({str(tmp_path / 'escaped.ended')!r}, 'w')")
     yield f"{sys.executable} -c \"{child}\" &"
     if pid_file.exists():  # the killed group did not include it: end it here
         try:
@@ -49,17 +50,21 @@ def test_the_verdict_is_the_exit_status_even_while_a_background_job_holds_the_ou
     assert outcome.stderr.strip() == "rm -rf is not allowed"
 
 
-def test_a_hook_that_exits_at_once_is_not_held_by_a_child_that_left_its_group(hook, escaped):
-    started = time.monotonic()
+def still_running(tmp_path: Path) -> bool:
+    """Whether the escaped child had not ended (it marks its end after 30 s) when the call returned, having run."""
+    ended = (tmp_path / "escaped.ended").exists()
+    return bool(wait_for((tmp_path / "escaped.pid").exists)) and not ended
+
+
+def test_a_hook_that_exits_at_once_is_not_held_by_a_child_that_left_its_group(hook, escaped, tmp_path):
     outcome = hook(f"{escaped} exit 0", 20)
-    assert time.monotonic() - started < 10  # catches a hang only: the child lives 30 s
+    assert still_running(tmp_path)
     assert outcome.exit_code == 0
 
 
-def test_the_timeout_bounds_the_call_even_when_a_child_left_the_process_group(hook, escaped):
-    started = time.monotonic()
+def test_the_timeout_bounds_the_call_even_when_a_child_left_the_process_group(hook, escaped, tmp_path):
     outcome = hook(f"{escaped} sleep 30", 1)
-    assert time.monotonic() - started < 10  # catches a hang only: the child lives 30 s
+    assert still_running(tmp_path)
     assert outcome.exit_code is None and outcome.problem == "timed out after 1s"
 
 

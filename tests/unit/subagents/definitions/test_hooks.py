@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -128,17 +127,16 @@ def test_a_stop_hook_that_never_lets_go_is_bounded_by_max_turns(tmp_path, run):
 
 
 def test_a_hook_that_times_out_or_fails_is_a_warning_and_the_tool_runs(tmp_path, run):
-    slow = script(tmp_path / "slow.sh", "sleep 30\n")
+    slow = script(tmp_path / "slow.sh", f"sleep 30\ntouch {tmp_path / 'slow-ended'}\n")
     hooks = ("hooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n"
              f"        - {{type: command, command: {slow}, timeout: 1}}\n"
              "        - {type: command, command: exit 3}\n")  # ran and failed (a missing one blocks)
     model = agent(tmp_path, hooks, [("do the job", [
         {"tool_calls": [tool_call("Bash", command="ls")]}, "done." + DETAIL])])
-    started = time.monotonic()
     run(create_deep_agent(model, [Bash], settings=DelegationSettings.of(
         agents_dirs=[tmp_path / "agents"], general_purpose=False,
     )), user("go"))
-    assert time.monotonic() - started < 15
+    assert not (tmp_path / "slow-ended").exists()  # the run did not wait for the slow hook's end
     (result,) = child_tool_results(model)
     assert result.content == "ran ls" and RAN == ["ls"]
     warnings = result.additional_kwargs["hook_warnings"]
