@@ -555,7 +555,7 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
     Every word of every value, split at ``=`` and ``:``, resolved from the
     workspace, the working tree and the config's folder: a path-shaped word
     existing or not; a bare word an existing file, or folder if it is the whole
-    value (in a command a bare folder is work); what follows each ``/``, if a file; ``core.hooksPath``'s
+    value (in a command a folder is work); what follows each ``/``, if a file; ``core.hooksPath``'s
     whole value, any shape. Then what each value run as a command runs from the working tree's top
     (:func:`~deep_agent.tools.host_code.command_files`) and starts (:func:`_loaded_by_host`). Each line of a
     hook is such a value (:func:`_hook_entries`).
@@ -596,7 +596,7 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                     elif not os.path.lexists(path):
                         if shaped:
                             yield path, CONFIG
-                    elif shaped or not command or not os.path.isdir(path):  # a bare folder argument is work
+                    elif not command or not os.path.isdir(path):  # a folder a command is given is its work
                         yield path, CONFIG
             # What the value run as a command runs or imports from its cwd, git's: the working tree's top.
             yield from ((path, RUN) for path in command_files(words, top, root))

@@ -102,6 +102,17 @@ def test_the_projects_own_package_beside_stays_writable(runner):
     assert (ws / "string.py").read_text() == "mine\n", out
 
 
+def test_a_folder_a_hook_or_a_config_command_works_on_stays_writable(runner):
+    """``flake8 src/ tests/`` in a hook, ``black src/`` as a filter: the folders are what the command works on (its
+    code is the program and the scripts it names). Before, a folder written with a ``/`` was held read-only."""
+    ws = runner.ws
+    protected = repository(runner, {"filter.fmt.clean": "black src/"},
+                           {".git/hooks/pre-commit": "#!/bin/sh\nflake8 src/ tests/\n", "src/app.py": "x\n",
+                            "tests/test_app.py": "y\n"})
+    assert protected.why(ws / "src" / "app.py") is None and protected.why(ws / "tests" / "test_app.py") is None
+    assert protected.why(ws / ".git" / "hooks" / "pre-commit") is not None
+
+
 MARKER = "print('PLANTED-ON-THE-HOST')\nraise SystemExit\n"
 COMPILED = ["argparse.pyc", "argparse/__init__.pyc", "__pycache__/argparse.TAG.pyc"]
 
