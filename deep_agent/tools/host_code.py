@@ -176,7 +176,7 @@ def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
     ``sh -c '...'`` (nested too: each script is shorter, so it ends): ``(its interpreter word, the folder first
     on its import path, -m's top module or "")``
     (``cwd`` for ``-m``, ``-c``, ``-`` or stdin; a script's own folder; nothing with ``-I``/``-P``), or
-    ``("node", cwd, "")`` for a package runner (``npx``, ``npm exec``, ``yarn``...: ``node_modules/.bin``'s)."""
+    ``("node", cwd, "")`` for node or a package runner (``npx``, ``npm exec``, ``yarn``...: ``node_modules``)."""
     words, paths = list(command), []
     while words and ((wrapper := _WRAPPERS.get(Path(words[0]).name)) is not None or _ASSIGNMENT.match(words[0])):
         if words[0].startswith("PYTHONPATH="):  # its folders come first on a python's path, "." and "$PWD" too
@@ -228,7 +228,7 @@ def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
 
 _PYTHON = re.compile(r"(\w*_)?(python|pypy)[0-9.]*(-dbg)?", re.IGNORECASE)  # "$INSTALL_PYTHON" too
 _SHELL = re.compile(r"(ba|da|z|k)?sh")
-_NODE = frozenset({"npx", "npm", "pnpm", "pnpx", "yarn", "bunx", "bun"})  # each runs node_modules/.bin's programs
+_NODE = frozenset({"node", "npx", "npm", "pnpm", "pnpx", "yarn", "bunx", "bun"})  # each runs node_modules' code
 _RUNNER = (("--with", "--python", "-p", "--project", "--directory", "--extra", "--group", "--env-file", "-e",
            "--environment", "-n", "--name", "--prefix", "--cwd"), 1)
 _WRAPPERS: dict[str, tuple[tuple[str, ...], int]] = {

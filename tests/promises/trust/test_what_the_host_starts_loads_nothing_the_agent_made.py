@@ -75,6 +75,8 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
      "scripts/pre-commit"),
     ({}, {".git/hooks/pre-commit": '#!/bin/sh\nexec "$(git rev-parse --show-toplevel)/scripts/check.sh"\n',
           "scripts/check.sh": "echo checked\n"}, "scripts/check.sh"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nnode scripts/lint.js\n", "scripts/lint.js": "require('left-pad')\n"},
+     "node_modules/left-pad/index.js"),  # node resolves a require from the top's node_modules
 ]
 
 
