@@ -120,5 +120,5 @@ class TypedLines:
                 pass
         line = str(self.stdin.readline())
         if not line:
-            raise EOFError  # as input() does: no answer will ever come
+            raise EOFError("the input ended before an answer")  # as input() does: none will ever come
         return line

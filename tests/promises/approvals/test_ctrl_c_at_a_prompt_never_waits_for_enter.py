@@ -95,5 +95,5 @@ def test_lines_typed_are_read_one_per_prompt_and_an_ended_input_is_end_of_file(t
     assert ask("editor", "Edit", {}) == "keep it lower-case"
     type_line("always\n")
     assert TypedLines(stdin).readline() == "always\n"
-    with pytest.raises(EOFError):
+    with pytest.raises(EOFError, match="input ended before an answer"):
         TypedLines(io.StringIO("")).readline()
