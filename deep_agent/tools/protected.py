@@ -524,8 +524,8 @@ def _jj_entries(config: Path) -> Iterator[tuple[Path | None, str, str]]:
     ``fix.tools.x.command``, ``ui.editor``, a merge tool's ``program`` and ``merge-args``) joined as one."""
     try:
         todo: list[object] = [tomllib.loads(read_regular(config, 1 << 20).decode("utf-8", "replace"))]
-    except tomllib.TOMLDecodeError:
-        return  # jj refuses to run with it too
+    except (OSError, tomllib.TOMLDecodeError):
+        return  # none, or one jj refuses to run with too
     while todo:
         if isinstance(value := todo.pop(), str):
             yield config, "", value
@@ -535,10 +535,28 @@ def _jj_entries(config: Path) -> Iterator[tuple[Path | None, str, str]]:
             todo += value.values() if isinstance(value, dict) else value
 
 
-_VCS_CONFIGS: dict[str, tuple[str, Callable[[Path], Iterator[tuple[Path | None, str, str]]]]] = {
-    ".hg": ("hgrc", _hgrc_entries), ".sl": ("config", _hgrc_entries), ".jj": ("repo/config.toml", _jj_entries)}
-"""Each other version control's repository config in its metadata folder, and its reader: Mercurial's and
-Sapling's (``%include``, ``[hooks]``), Jujutsu's TOML (commands as lists: ``fix.tools``, ``merge-tools``)."""
+_Reader = Callable[[Path], Iterator[tuple[Path | None, str, str]]]
+_VCS_CONFIGS: dict[str, tuple[str, _Reader, str, tuple[str, ...]]] = {
+    ".hg": ("hgrc", _hgrc_entries, "HGRCPATH",
+            ("/etc/mercurial/hgrc", "/etc/mercurial/hgrc.d", "~/.hgrc", "$XDG_CONFIG_HOME/hg/hgrc")),
+    ".sl": ("config", _hgrc_entries, "SL_CONFIG_PATH",
+            ("/etc/sapling/system.conf", "$XDG_CONFIG_HOME/sapling/sapling.conf")),
+    ".jj": ("repo/config.toml", _jj_entries, "JJ_CONFIG",
+            ("$XDG_CONFIG_HOME/jj/config.toml", "$XDG_CONFIG_HOME/jj/conf.d"))}
+"""Each other version control's repository config in its metadata folder, its reader (Mercurial's and Sapling's
+``%include`` and ``[hooks]``, Jujutsu's TOML: commands as lists), and the user's and the system's configs it reads
+too (what the variable lists instead, if set; a folder: the files in it), whose commands also run in the workspace."""
+
+
+def _vcs_config_files(git_dir: Path, other: tuple[str, _Reader, str, tuple[str, ...]]) -> list[Path]:
+    """The repository's config of ``git_dir``'s version control (:data:`_VCS_CONFIGS`), then the others it reads."""
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    listed = os.environ[other[2]].split(os.pathsep) if other[2] in os.environ else other[3]
+    found = [git_dir / other[0]]
+    for path in (Path(p.replace("$XDG_CONFIG_HOME", xdg)).expanduser() for p in listed if p):
+        with contextlib.suppress(OSError, RuntimeError):  # unreadable, ~nobody: what the VCS cannot read either
+            found += sorted(path.iterdir()) if path.is_dir() else [path]
+    return found
 
 
 _INCLUDE_IF = re.compile(r"includeif\..*\.path", re.IGNORECASE | re.DOTALL)
@@ -566,7 +584,8 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
         other = _VCS_CONFIGS.get(git_dir.name) if git_dir is not None else None
         top = worktree or root
         hooks = [p / "hooks" for p in _leads_to(git_dir)] if git_dir and not other else []
-        entries = other[1](git_dir / other[0]) if git_dir and other else _config_entries(git_dir)
+        entries = (itertools.chain.from_iterable(map(other[1], _vcs_config_files(git_dir, other))) if git_dir and other
+                   else _config_entries(git_dir))
         for origin, key, value in itertools.chain(entries, _hook_entries(hooks)):  # hooks: core.hooksPath's too
             if key.casefold() == "core.hookspath":
                 with contextlib.suppress(OSError, RuntimeError):  # ~nobody, a symlink loop

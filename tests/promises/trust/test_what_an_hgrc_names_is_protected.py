@@ -50,3 +50,29 @@ def test_what_a_jj_repository_config_runs_is_never_written(runner):
     for name in ("pager_x.py", "scripts/argparse.py"):  # a python -m module; what a script's python imports
         assert not (ws / name).is_file() or "evil" not in (ws / name).read_text(), out
     assert (ws / "scripts" / "other.txt").exists(), out  # the rest of the folder stays work
+
+
+@pytest.mark.parametrize(("vcs", "config", "text"), [
+    (".hg", "home/.hgrc", "[hooks]\nprecommit = python3 -m json.tool\n"),
+    (".hg", "xdg/hg/hgrc", "[hooks]\nprecommit = python3 -m json.tool\n"),
+    (".hg", "listed/hg.d/hooks.rc", "[hooks]\nprecommit = python3 -m json.tool\n"),  # HGRCPATH's folder
+    (".sl", "xdg/sapling/sapling.conf", "[hooks]\nprecommit = python3 -m json.tool\n"),
+    (".jj", "xdg/jj/config.toml", '[fix.tools.fmt]\ncommand = ["python3", "-m", "json.tool"]\n'),
+])
+def test_the_users_own_config_of_another_version_control_is_read_too(tmp_path, monkeypatch, vcs, config, text):
+    """A hook in the user's ``~/.hgrc`` (or the XDG folder's, or ``HGRCPATH``'s; Sapling's and Jujutsu's likewise)
+    runs in the repository too: what its python imports from the top is protected, as for git's global config.
+    Before, only the repository's own file was read, and ``argparse.py`` planted at the top ran."""
+    from deep_agent.tools.protected import Protected
+
+    ws = tmp_path / "ws"
+    (ws / vcs).mkdir(parents=True)
+    (tmp_path / config).parent.mkdir(parents=True)
+    (tmp_path / config).write_text(text)
+    for name in ("HGRCPATH", "SL_CONFIG_PATH", "JJ_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    if config.startswith("listed/"):
+        monkeypatch.setenv("HGRCPATH", str(tmp_path / "listed" / "hg.d"))
+    assert Protected.of(ws).why(ws / "argparse.py") is not None
