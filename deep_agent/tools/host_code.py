@@ -156,18 +156,21 @@ def command_files(words: list[str], base: Path, root: Path | None) -> set[Path]:
 
 
 def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], Path]]:
-    """Each simple command of a shell command's ``words`` (its leading ``NAME=value`` words with it) and its cwd,
-    found from ``base``: after ``cd DIR``, ``DIR`` (`cd scripts && ./guard.sh`)."""
+    """Each simple command of a shell command's ``words`` (its leading ``NAME=value`` words with it, and those an
+    earlier ``export`` set) and its cwd, found from ``base``: after ``cd DIR``, ``DIR`` (`cd scripts && ./guard.sh`)."""
     command: list[str] = []
+    exported: list[str] = []
     for word in [*words, ";"]:
         if word not in _OPERATORS:
             command.append(word)
             continue
         if command:
-            yield command, base
+            yield [*exported, *command], base
             program = [w for w in command if not _ASSIGNMENT.match(w)]
             if program[:1] == ["cd"] and (moved := _resolved(base / program[-1])) is not None and moved.is_dir():
                 base = moved
+            if program[:1] == ["export"]:  # "$PWD" is the folder it was exported in
+                exported += [_PWD.sub(str(base), w) for w in command if _ASSIGNMENT.match(w)]
         command = []
 
 
@@ -180,8 +183,7 @@ def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
     words, paths = list(command), []
     while words and ((wrapper := _WRAPPERS.get(Path(words[0]).name)) is not None or _ASSIGNMENT.match(words[0])):
         if words[0].startswith("PYTHONPATH="):  # its folders come first on a python's path, "." and "$PWD" too
-            paths = [cwd if re.fullmatch(r"\$\{?PWD\}?|\$\(pwd\)|`pwd`", e) else (cwd / e).resolve()
-                     for e in words[0].partition("=")[2].split(":") if e]
+            paths = [(cwd / _PWD.sub(str(cwd), e)).resolve() for e in words[0].partition("=")[2].split(":") if e]
         words.pop(0)
         valued, positional = wrapper or ((), 0)
         while words and (words[0].startswith("-") or positional):
@@ -249,6 +251,7 @@ _OPERATORS = frozenset({"&&", "||", ";", ";;", "|", "&", "|&", "(", ")", "!", "{
 
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_PWD = re.compile(r"\$\{?PWD\}?|\$\(pwd\)|`pwd`")  # the shell's own folder, as a word names it
 
 
 STDLIB_TRIES = frozenset({"org", "java", "docutils", "vms_lib", "_winreg", "win32api", "win32con", "win32evtlogutil"})

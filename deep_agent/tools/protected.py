@@ -626,13 +626,14 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
 def _hook_entries(hooks: list[Path]) -> Iterator[tuple[Path | None, str, str]]:
     """``(hook, "", value)``: what each hook in ``hooks`` runs, read as a config's values are. Git runs the hook's
     file (the one a symlink leads to, with or without a ``#!``): its path; its ``#!`` line's command with that
-    path (a Python hook's folder is its python's start folder); and each of its lines."""
+    path (a Python hook's folder is its python's start folder); and its lines, one command after another (what
+    a ``cd`` or an ``export`` on one line does holds on the next)."""
     for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)
                  if not e.name.endswith(".sample")):  # git init's examples: git runs none of them
         lines = read_regular(hook, 1 << 20).decode("utf-8", "replace").replace("\\\n", "").splitlines()
         quoted = shlex.quote(str(hook))
         shebang = [f"{lines[0][2:]} {quoted}"] if lines and lines[0].startswith("#!") else []
-        yield from ((hook, "", value) for value in (quoted, *shebang, *lines))
+        yield from ((hook, "", value) for value in (quoted, *shebang, "\n;\n".join(lines)))  # a comment ends its line
 
 
 def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Iterator[tuple[Path, str]]:

@@ -77,6 +77,10 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
           "scripts/check.sh": "echo checked\n"}, "scripts/check.sh"),
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\nnode scripts/lint.js\n", "scripts/lint.js": "require('left-pad')\n"},
      "node_modules/left-pad/index.js"),  # node resolves a require from the top's node_modules
+    ({}, {".git/hooks/pre-commit": '#!/bin/sh\n# the tools\nexport PYTHONPATH="$PWD"\npython3 tools/check.py\n',
+          "tools/check.py": "ok\n"}, "argparse.py"),  # an export holds on the hook's next lines
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\ncd tools\npython3 check.py\n", "tools/check.py": "ok\n"},
+     "tools/argparse.py"),  # and a cd
 ]
 
 
