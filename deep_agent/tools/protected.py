@@ -514,7 +514,8 @@ def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str, str]]:
                     continue
                 if line.startswith("%include"):
                     yield file, "", (named := line.removeprefix("%include").strip())
-                    todo.append(file.parent / Path(os.path.expandvars(named)).expanduser())
+                    with contextlib.suppress(RuntimeError):  # ~nobody: hg reads the rest of the file all the same
+                        todo.append(file.parent / Path(os.path.expandvars(named)).expanduser())
                 else:  # key = value, or a value's indented continuation
                     yield file, "", (line if line[:1] in " \t" else line.partition("=")[2]).strip()
 
@@ -524,7 +525,7 @@ def _jj_entries(config: Path) -> Iterator[tuple[Path | None, str, str]]:
     ``fix.tools.x.command``, ``ui.editor``, a merge tool's ``program`` and ``merge-args``) joined as one."""
     try:
         todo: list[object] = [tomllib.loads(read_regular(config, 1 << 20).decode("utf-8", "replace"))]
-    except (OSError, tomllib.TOMLDecodeError):
+    except (OSError, RecursionError, tomllib.TOMLDecodeError):
         return  # none, or one jj refuses to run with too
     while todo:
         if isinstance(value := todo.pop(), str):
@@ -553,8 +554,9 @@ def _vcs_config_files(git_dir: Path, other: tuple[str, _Reader, str, tuple[str, 
     xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     listed = os.environ[other[2]].split(os.pathsep) if other[2] in os.environ else other[3]
     found = [git_dir / other[0]]
-    for path in (Path(p.replace("$XDG_CONFIG_HOME", xdg)).expanduser() for p in listed if p):
+    for listed_path in filter(None, listed):
         with contextlib.suppress(OSError, RuntimeError):  # unreadable, ~nobody: what the VCS cannot read either
+            path = Path(listed_path.replace("$XDG_CONFIG_HOME", xdg)).expanduser()
             found += sorted(path.iterdir()) if path.is_dir() else [path]
     return found
 
@@ -591,8 +593,8 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                 with contextlib.suppress(OSError, RuntimeError):  # ~nobody, a symlink loop
                     hooks.append(hooks_path := (top / Path(value).expanduser()).resolve())
                     yield hooks_path, CONFIG  # a path, whatever its shape: `githooks`, missing yet
-            if (origin, value, worktree) in seen:
-                continue
+            if "\x00" in value or (origin, value, worktree) in seen:
+                continue  # a NUL: no command nor path (a compiled hook's bytes: git runs the file, read as its path)
             seen.add((origin, value, worktree))
             if origin is not None and root in origin.parents:
                 yield origin, CONFIG

@@ -10,6 +10,8 @@ hook runs.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -75,4 +77,33 @@ def test_the_users_own_config_of_another_version_control_is_read_too(tmp_path, m
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     if config.startswith("listed/"):
         monkeypatch.setenv("HGRCPATH", str(tmp_path / "listed" / "hg.d"))
+    assert Protected.of(ws).why(ws / "argparse.py") is not None
+
+
+@pytest.mark.parametrize("case", ["compiled git hook", "NUL in an hgrc", "include of ~nobody", "HGRCPATH of ~nobody"])
+def test_an_odd_config_or_hook_never_stops_the_walk_and_what_follows_it_is_still_read(tmp_path, monkeypatch, case):
+    """A walk that raises refuses every command of the workspace; one that stops reading early leaves later hooks
+    unseen. Before: a compiled hook (its NUL bytes read as a path) and these configs raised, and an ``%include``
+    of an unknown user's file dropped the rest of its hgrc (a hook after it ran a planted ``argparse.py``)."""
+    import shutil
+    import subprocess
+
+    from deep_agent.tools.protected import Protected
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for name in ("HGRCPATH", "SL_CONFIG_PATH", "JJ_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    hook = "[hooks]\nprecommit = python3 -m json.tool\n"
+    if case == "compiled git hook":
+        subprocess.run(["git", "init", "-q", str(ws)], check=True)
+        shutil.copy("/bin/true", ws / ".git" / "hooks" / "pre-commit")
+        (ws / ".git" / "hooks" / "post-commit").write_text("#!/bin/sh\npython3 -m json.tool a.json\n")
+    else:
+        (ws / ".hg").mkdir()
+        first = {"NUL in an hgrc": "[ui]\nusername = a\x00b\n", "include of ~nobody": "%include ~nobody-here/x.rc\n"}
+        (ws / ".hg" / "hgrc").write_text(first.get(case, "") + hook)
+        if case == "HGRCPATH of ~nobody":
+            monkeypatch.setenv("HGRCPATH", f"~nobody-here/hgrc{os.pathsep}{ws / '.hg' / 'hgrc'}")
     assert Protected.of(ws).why(ws / "argparse.py") is not None
