@@ -57,7 +57,6 @@ from middleware.task_tool import (
     ASYNC_LEDGER_KEY,
     EXCLUDED_STATE_KEYS,
     LOST_REASON,
-    OwnUpdate,
     RecordedTool,
     TaskToolInput,
     answered_response,
@@ -553,7 +552,7 @@ def _reply(runtime: ToolRuntime, content: str, record: Mapping[str, Any] | None 
         ledger[record["id"]] = dict(record)
     # Written even empty: a run that calls these tools is not touched at its start (touch_if_quiet), so a thread
     # that only lists tasks would never write its ledger, each load walking back further.
-    return Command(update=OwnUpdate({"messages": [message], ASYNC_LEDGER_KEY: ledger}))
+    return Command(update={"messages": [message], ASYNC_LEDGER_KEY: ledger})
 
 
 class AsyncTaskLedgerState(AgentState):

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import collections
-import copy
 import threading
 import typing
 import uuid
@@ -42,36 +41,6 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
-_PLAIN = frozenset({str, int, float, bool, type(None)})
-
-
-class OwnUpdate(dict[str, object]):
-    """A tool's ``Command`` update made fresh here: LangGraph's tool node deep-copies every dict update, and this
-    one's own keys (:data:`OWN_KEYS`: reply, record, usage) copy at a third of the cost, as the same independent
-    copy: plain values kept as a deep copy keeps them, a message by pydantic's ``model_copy``. Any other key (a
-    child's write-back) by ``copy.deepcopy``. Were LangGraph to stop copying, only the cost would change."""
-
-    def __deepcopy__(self, memo: dict[int, object]) -> dict[str, object]:
-        return {key: _copied(value, memo) if key in OWN_KEYS else copy.deepcopy(value, memo)
-                for key, value in self.items()}
-
-
-def _copied(value: object, memo: dict[int, object]) -> object:
-    if type(value) in _PLAIN:
-        return value
-    if type(value) is dict:
-        return {key: _copied(item, memo) for key, item in value.items()}
-    if type(value) is list:
-        return [_copied(item, memo) for item in value]
-    if not isinstance(value, BaseMessage):
-        return copy.deepcopy(value, memo)
-    message = value.model_copy()
-    for fields in (message.__dict__, message.__pydantic_extra__ or {}):
-        for key, item in fields.items():
-            fields[key] = _copied(item, memo)
-    return message
-
-
 def ledger_entry(record: Mapping[str, object]) -> dict[str, object]:
     """The compact record the ledger keeps: long texts become previews with their full lengths."""
     entry = dict(record)
@@ -92,7 +61,6 @@ LEDGER_KEY = "subagent_tasks"
 ASYNC_LEDGER_KEY = "async_tasks"
 USAGE_KEY = "subagent_usage"
 TASK_TOOL_NAME = "task"
-OWN_KEYS = frozenset({"messages", LEDGER_KEY, ASYNC_LEDGER_KEY, USAGE_KEY})  # what OwnUpdate copies itself
 
 EXCLUDED_STATE_KEYS: frozenset[str] = frozenset(
     {"messages", "todos", "structured_response", "jump_to", "skills_metadata",
@@ -636,4 +604,4 @@ def outcome_command(runtime: ToolRuntime, outcome: TaskOutcome, writes: SiblingW
         "messages": [tool_message(record["agent_type"], runtime.tool_call_id,
                                   answer=outcome.answer, error=outcome.error)],
     }
-    return Command(update=OwnUpdate({**update, **ours}))
+    return Command(update={**update, **ours})
