@@ -7,6 +7,8 @@ when it is reached, plus the parent's one last answer once the budget is spent.
 from __future__ import annotations
 
 import contextlib
+import threading
+from typing import Any
 
 import pytest
 from helpers.billing import BillingModel
@@ -162,7 +164,19 @@ def test_a_model_that_reports_no_usage_is_charged_what_its_calls_held(run):
 def test_a_childs_tools_calling_models_in_parallel_pass_the_limit_by_one_output_each_at_most(run):
     # The documented bound said one output per running child; a child's eight parallel tool calls, each asking a
     # model, passed the limit by 5.7 of their outputs. Each such call is a running call of its own.
-    inner = BillingModel(default="y" * 40_000, model_name="inner-model", latency_s=0.05)  # ~10,000 output tokens
+    # Each call answers only once four are inside the model (admitted, none answered), so they overlap however
+    # busy the machine: a slow thread pool once ran them one after another and the limit was passed by one output.
+    arrived, together = [0], threading.Condition()
+
+    class Overlapping(BillingModel):
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            with together:
+                arrived[0] += 1
+                together.notify_all()
+                together.wait_for(lambda: arrived[0] >= 4, timeout=120)  # a hang guard; too few fails the bound
+            return super()._generate(*args, **kwargs)
+
+    inner = Overlapping(default="y" * 40_000, model_name="inner-model")  # ~10,000 output tokens
 
     def summarize(topic: str) -> str:
         """Summarize a topic."""
