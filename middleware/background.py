@@ -300,19 +300,19 @@ class ListTasksInput(BaseModel):
                        description="Show at most this many tasks.")
 
 
-def background_tools(handlers: BackgroundTaskHandlers) -> list[StructuredTool]:
-    """The six tools, bound to ``handlers``."""
+def background_tools(mw: BackgroundSubagentMiddleware) -> list[StructuredTool]:
+    """The six tools, bound to ``mw``'s handlers."""
     table: list[tuple[str, Callable[..., Coroutine[object, None, Command[str]]], type[BaseModel], str]] = [
-        ("start_async_task", handlers.handle_start, TaskToolInput, START_DESCRIPTION),
-        ("check_async_task", handlers.handle_check, TaskIdInput, CHECK_DESCRIPTION),
-        ("update_async_task", handlers.handle_update, UpdateTaskInput, UPDATE_DESCRIPTION),
-        ("cancel_async_task", handlers.handle_cancel, TaskIdInput, CANCEL_DESCRIPTION),
-        ("list_async_tasks", handlers.handle_list, ListTasksInput, LIST_DESCRIPTION),
-        ("retry_async_task", handlers.handle_retry, TaskIdInput, RETRY_DESCRIPTION),
+        ("start_async_task", mw._handle_start, TaskToolInput, START_DESCRIPTION),
+        ("check_async_task", mw._handle_check, TaskIdInput, CHECK_DESCRIPTION),
+        ("update_async_task", mw._handle_update, UpdateTaskInput, UPDATE_DESCRIPTION),
+        ("cancel_async_task", mw._handle_cancel, TaskIdInput, CANCEL_DESCRIPTION),
+        ("list_async_tasks", mw._handle_list, ListTasksInput, LIST_DESCRIPTION),
+        ("retry_async_task", mw._handle_retry, TaskIdInput, RETRY_DESCRIPTION),
     ]
     tools = []
     for name, handle, schema, text in table:
-        func, coro = _faces(handlers, handle, start=name == START_TOOL_NAME)
+        func, coro = _faces(mw, handle, start=name == START_TOOL_NAME)
         # A start whose arguments are invalid (a blank description) is a delegation that never ran: recorded.
         tools.append((_RecordedStart if name == START_TOOL_NAME else StructuredTool).from_function(
             func=_hints_resolved(func), coroutine=_hints_resolved(coro), name=name, description=text,
@@ -320,14 +320,14 @@ def background_tools(handlers: BackgroundTaskHandlers) -> list[StructuredTool]:
     return tools
 
 
-def _faces(handlers: BackgroundTaskHandlers, handle: Callable[..., Coroutine[object, None, Command[str]]], *,
+def _faces(mw: BackgroundSubagentMiddleware, handle: Callable[..., Coroutine[object, None, Command[str]]], *,
            start: bool) -> tuple[Callable[..., Command[str]], Callable[..., Awaitable[Command[str]]]]:
     """The sync face (blocking on the runtime's loop) and the async one (awaiting it) of one tool. Each names
     `runtime: ToolRuntime` (how the tool node knows to inject it); a start is told to the run's stream."""
-    loop = handlers.runtime
+    loop = mw.runtime
 
     def prepared(runtime: ToolRuntime, args: dict[str, Any]) -> Command[str] | Coroutine[object, None, Command[str]]:
-        made = handlers.start_now(runtime, **args) if start else None
+        made = mw._start_now(runtime, **args) if start else None
         return made or (_closed(runtime) if loop.closed else handle(runtime, **args))
 
     def face(runtime: ToolRuntime, **args: Any) -> Command[str]:
@@ -383,7 +383,8 @@ def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[s
 
 def _on_task(act: Callable[..., Awaitable[Command[str]]]) -> Callable[..., Coroutine[object, None, Command[str]]]:
     """A handler of a tool acting on one task, called with the task's ledger record in place of its ``task_id``."""
-    async def handle(self: BackgroundTaskHandlers, runtime: ToolRuntime, task_id: str, **args: Any) -> Command[str]:
+    async def handle(self: BackgroundSubagentMiddleware, runtime: ToolRuntime, task_id: str,
+                     **args: Any) -> Command[str]:
         ledger = ledger_of(runtime.state)
         record = ledger.get(task_id)
         if record is None and (damage := _damage(runtime.state, task_id)):
@@ -401,91 +402,6 @@ def _on_task(act: Callable[..., Awaitable[Command[str]]]) -> Callable[..., Corou
             return _reply(runtime, f"Task {task_id}: the operation failed: {_reason(exc)}", error=True)
 
     return handle
-
-
-CallFor = Callable[[ToolRuntime, str, str], TaskCall]
-"""``(runtime, description, subagent_type) -> TaskCall``: the parent's call, as the middleware builds it."""
-
-
-class BackgroundTaskHandlers:
-    """The six tools' handlers over one :class:`subagents.background.BackgroundTasks`."""
-
-    def __init__(self, tasks: BackgroundTasks, runtime: BackgroundRuntime, call_for: CallFor,
-                 limit: DelegationLimit | None = None) -> None:
-        self.tasks = tasks
-        self.runtime = runtime
-        self._call = call_for
-        self._limit = limit
-
-    def _refusal(self, runtime: ToolRuntime) -> str | None:
-        """Why a run more (a start, retry, follow-up) is past ``max_delegations`` (one count with ``task``'s calls)."""
-        return None if self._limit is None else self._limit.refusal(runtime.state.get("messages", ()),
-                                                                    runtime.tool_call_id)
-
-    def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str] | None:
-        """The start, made in the tool's thread without waiting for the loop; ``None``: :meth:`handle_start`."""
-        call = self._call(runtime, description, subagent_type)
-        if (reason := self._refusal(runtime)) is not None:
-            return _refused_start(runtime, call, reason, "refused")
-        if self.runtime.closed:
-            return None  # the loop path answers "unavailable"
-        try:
-            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}
-            record = self.tasks.start_soon(call, ledger)
-        except RuntimeClosed:
-            return None
-        except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
-            return _failed_start(runtime, call, exc)
-        return None if record is None else _reply(runtime, started(record), record)
-
-    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]:
-        """The start on the loop, where :meth:`start_now` could not make it (and did not refuse it)."""
-        call = self._call(runtime, description, subagent_type)
-        try:
-            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
-            record = await self.tasks.start(call, ledger)
-        except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
-            return _failed_start(runtime, call, exc)
-        return _reply(runtime, started(record), record)
-
-    @_on_task
-    async def handle_check(self, runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
-        current, problem = await self.tasks.check(record)
-        if current["status"] in NOTEWORTHY_STATUSES:
-            current["announced"] = True  # the model has now seen how it ended
-        return _reply(runtime, checked(current, problem), current)
-
-    @_on_task
-    async def handle_update(self, runtime: ToolRuntime, record: Mapping[str, Any], message: str = "",
-                            decision: str | None = None) -> Command[str]:
-        if (self._limit is not None and (await self.tasks.check(record))[0]["status"] not in (
-                *ACTIVE_STATUSES, "waiting_for_approval") and (reason := self._refusal(runtime)) is not None):
-            return _reply(runtime, reason, error=True)  # a follow-up to a finished task is a run more
-        call = self._call(runtime, "", record["agent_type"])
-        current, what = await self.tasks.update(record, message, call, decision, by_model=True)
-        return _reply(runtime, f"Task {record['id']} ({current['status']}): {what}.", current)
-
-    @_on_task
-    async def handle_cancel(self, runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
-        return _reply(runtime, f"Cancelled background task {record['id']}.", await self.tasks.cancel(record))
-
-    @_on_task
-    async def handle_retry(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
-        if (reason := self._refusal(runtime)) is not None:
-            return _reply(runtime, reason, error=True)
-        current = await self.tasks.retry(record, self._call(runtime, "", record["agent_type"]))
-        return _reply(runtime, f"Retrying background task {record['id']} (attempt {current['attempt']}).", current)
-
-    async def handle_list(self, runtime: ToolRuntime, status: str | None = None, offset: int = 0,
-                          limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
-        ledger = ledger_of(runtime.state)
-        try:
-            updates = await self.tasks.refresh(ledger)
-        except Exception:  # noqa: BLE001 - a status poll must never stop the parent: list what is known
-            updates = {}
-        merged = merge_async_records(ledger, updates)
-        rows = [r for r in merged.values() if status is None or r["status"] == status]
-        return _reply(runtime, listed(rows, status, offset, limit), updates=updates)
 
 
 _IDS_LISTED = 20  # an unknown id's answer names at most this many known ones (the newest): a few, not all
@@ -632,8 +548,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self.tasks.local.on_settled.append(ThreadCatchUp(self.tasks, ASYNC_LEDGER_KEY))
         limit = settings.limits.max_delegations
         self.delegation_limit = DelegationLimit(limit) if limit is not None else None
-        self.handlers = BackgroundTaskHandlers(self.tasks, self.runtime, self._call, self.delegation_limit)
-        self.tools = background_tools(self.handlers) if agents else []
+        self.tools = background_tools(self) if agents else []
 
     @property
     def system_prompt(self) -> str | None:
@@ -662,6 +577,77 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def _call(self, runtime: ToolRuntime, description: str, subagent_type: str) -> TaskCall:
         return TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
                                      parent_tools=self._tools)
+
+    # The six tools' handlers.
+    def _refusal(self, runtime: ToolRuntime) -> str | None:
+        """Why a run more (a start, retry, follow-up) is past ``max_delegations`` (one count with ``task``'s calls)."""
+        limit = self.delegation_limit
+        return None if limit is None else limit.refusal(runtime.state.get("messages", ()), runtime.tool_call_id)
+
+    def _start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str] | None:
+        """The start, made in the tool's thread without waiting for the loop; ``None``: :meth:`_handle_start`."""
+        call = self._call(runtime, description, subagent_type)
+        if (reason := self._refusal(runtime)) is not None:
+            return _refused_start(runtime, call, reason, "refused")
+        if self.runtime.closed:
+            return None  # the loop path answers "unavailable"
+        try:
+            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}
+            record = self.tasks.start_soon(call, ledger)
+        except RuntimeClosed:
+            return None
+        except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
+            return _failed_start(runtime, call, exc)
+        return None if record is None else _reply(runtime, started(record), record)
+
+    async def _handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]:
+        """The start on the loop, where :meth:`_start_now` could not make it (and did not refuse it)."""
+        call = self._call(runtime, description, subagent_type)
+        try:
+            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
+            record = await self.tasks.start(call, ledger)
+        except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
+            return _failed_start(runtime, call, exc)
+        return _reply(runtime, started(record), record)
+
+    @_on_task
+    async def _handle_check(self, runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
+        current, problem = await self.tasks.check(record)
+        if current["status"] in NOTEWORTHY_STATUSES:
+            current["announced"] = True  # the model has now seen how it ended
+        return _reply(runtime, checked(current, problem), current)
+
+    @_on_task
+    async def _handle_update(self, runtime: ToolRuntime, record: Mapping[str, Any], message: str = "",
+                            decision: str | None = None) -> Command[str]:
+        if (self.delegation_limit is not None and (await self.tasks.check(record))[0]["status"] not in (
+                *ACTIVE_STATUSES, "waiting_for_approval") and (reason := self._refusal(runtime)) is not None):
+            return _reply(runtime, reason, error=True)  # a follow-up to a finished task is a run more
+        call = self._call(runtime, "", record["agent_type"])
+        current, what = await self.tasks.update(record, message, call, decision, by_model=True)
+        return _reply(runtime, f"Task {record['id']} ({current['status']}): {what}.", current)
+
+    @_on_task
+    async def _handle_cancel(self, runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
+        return _reply(runtime, f"Cancelled background task {record['id']}.", await self.tasks.cancel(record))
+
+    @_on_task
+    async def _handle_retry(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
+        if (reason := self._refusal(runtime)) is not None:
+            return _reply(runtime, reason, error=True)
+        current = await self.tasks.retry(record, self._call(runtime, "", record["agent_type"]))
+        return _reply(runtime, f"Retrying background task {record['id']} (attempt {current['attempt']}).", current)
+
+    async def _handle_list(self, runtime: ToolRuntime, status: str | None = None, offset: int = 0,
+                          limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
+        ledger = ledger_of(runtime.state)
+        try:
+            updates = await self.tasks.refresh(ledger)
+        except Exception:  # noqa: BLE001 - a status poll must never stop the parent: list what is known
+            updates = {}
+        merged = merge_async_records(ledger, updates)
+        rows = [r for r in merged.values() if status is None or r["status"] == status]
+        return _reply(runtime, listed(rows, status, offset, limit), updates=updates)
 
     # A turn after a stopped run: its open calls answered (else a ledger the thread stopped writing touched).
     def before_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
