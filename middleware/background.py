@@ -161,8 +161,7 @@ def checked(record: Mapping[str, object], problem: str | None = None) -> str:
 
 DEFAULT_LIST_LIMIT = 50  # tasks list_async_tasks shows at most when not given a limit
 MAX_LIST_LIMIT = 200  # the largest limit it accepts
-DEFAULT_LIST_TOTAL_CHARS = 12_000
-"""Bound on one ``list_async_tasks`` answer (as on a notice): rows that do not fit are counted and paged to."""
+DEFAULT_LIST_TOTAL_CHARS = 12_000  # bound on one answer (as on a notice): rows that do not fit are paged to
 
 
 def listed(records: Iterable[Mapping[str, Any]], status: str | None, offset: int = 0,
@@ -209,8 +208,8 @@ def notice(records: Iterable[Mapping[str, object]], result_chars: int,
 
 
 def capped_notice(head: str, lines: list[str], total_chars: int) -> str:
-    """``head`` and as many whole ``lines`` as fit in ``total_chars``, then how many were left out (the head and
-    that line always kept; a first line too long is clipped, not dropped)."""
+    """``head`` and the whole ``lines`` that fit in ``total_chars``, then how many were left out (a first line too
+    long is clipped, not dropped)."""
     def rest(n: int) -> str:
         return (f"...and {n} more update{'s' if n != 1 else ''} not shown here: "
                 "call list_async_tasks to see them and check_async_task for each result.")
@@ -330,30 +329,28 @@ def _faces(mw: BackgroundSubagentMiddleware, handle: Callable[..., Coroutine[obj
         made = mw._start_now(runtime, **args) if start else None
         return made or (_closed(runtime) if loop.closed else handle(runtime, **args))
 
+    def told(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
+        return _told_started(runtime, command) if start else command
+
     def face(runtime: ToolRuntime, **args: Any) -> Command[str]:
         command = prepared(runtime, args)
-        if not isinstance(command, Command):
-            try:
-                command = loop.run(command)
-            except RuntimeClosed as exc:
-                command = _closed(runtime, exc)
-        return _told_started(runtime, command) if start else command
+        try:
+            return told(runtime, command if isinstance(command, Command) else loop.run(command))
+        except RuntimeClosed as exc:
+            return _closed(runtime, exc)
 
     async def aface(runtime: ToolRuntime, **args: Any) -> Command[str]:
         command = prepared(runtime, args)
-        if not isinstance(command, Command):
-            try:
-                command = await loop.arun(command)
-            except RuntimeClosed as exc:
-                command = _closed(runtime, exc)
-        return _told_started(runtime, command) if start else command
+        try:
+            return told(runtime, command if isinstance(command, Command) else await loop.arun(command))
+        except RuntimeClosed as exc:
+            return _closed(runtime, exc)
 
     return face, aface
 
 
 class _RecordedStart(RecordedTool):
-    """``start_async_task``: a call with invalid arguments gets its error result and a record, as ``task``'s does,
-    in the ``async_tasks`` ledger."""
+    """``start_async_task``: a call with invalid arguments gets its error result and a record, as ``task``'s does."""
 
     def _recorded(self, record: dict[str, object]) -> dict[str, object]:
         entry = as_background_record(record)
@@ -439,8 +436,8 @@ STARTED_EVENT = "background_task_started"
 
 
 def _told_started(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
-    """``command``, once the run's stream (``stream_mode="custom"``) is told of the task it started, so a turn of
-    hundreds of starts is seen advancing; from the tool's thread, whose run owns the stream."""
+    """``command``, once the run's stream is told of the task it started (a turn of hundreds of starts is seen
+    advancing); from the tool's thread, whose run owns the stream."""
     update = command.update if isinstance(command.update, Mapping) else {}
     for record in (update.get(ASYNC_LEDGER_KEY) or {}).values():
         runtime.stream_writer({STARTED_EVENT: {k: record.get(k) for k in ("id", "agent_type", "status",
@@ -561,9 +558,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     def answer_approval(self, state: Mapping[str, object], task_id: str, decision: Literal["approve", "reject"],
                         reason: str = "") -> dict[str, object]:
-        """Answer a background task waiting for approval, as the person the application asked (the model may only
-        refuse). ``state``: the parent's, whose ``async_tasks`` holds the task. Returns the task's updated record;
-        the ledger catches up on the parent's next turn.
+        """:func:`subagents.background.answer_approval` given the parent's ``state`` (whose ``async_tasks`` holds
+        the task) rather than its graph and config.
 
         Example::
 
@@ -681,9 +677,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     async def _answer_open(self, state: AgentState[ResponseT], calls: Sequence[Mapping[str, Any]],
                            config: RunnableConfig, saved: Sequence[CheckpointTuple] = ()) -> dict[str, object]:
-        """Each open call answered: a start the stopped step had answered (in ``saved``) keeps that answer; a local
-        one gets the record of the task that runs here or left an outcome, else ``lost``; a remote one is left to
-        orphan adoption, which asks its server."""
+        """Each open call answered: a start the stopped step had answered (``saved``) keeps that answer; a local one
+        gets the record of its task here or its stored outcome, else ``lost``; a remote one is for orphan adoption."""
         thread_id = (config.get("configurable") or {}).get("thread_id")
         ledger = ledger_of(state)
         db = await checkpoint_db(config)
@@ -754,8 +749,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         return self._catch_up(state, orphans) if self._due(state) or orphans else None
 
     def _orphans(self, state: AgentState[ResponseT]) -> tuple[str, dict[str, tuple[str, str]]] | None:
-        """Remote starts in the messages with no ledger record, not yet looked for in this process."""
-        if not self.tasks.remote.specs:
+        if not self.tasks.remote.specs:  # remote starts with no ledger record, not yet looked for here
             return None
         return self._orphan_search.due(state.get("messages") or (), ledger_of(state), _thread_id(),
                                        failed=_failed_starts(state))
