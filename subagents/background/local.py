@@ -38,7 +38,7 @@ from subagents.background.runtime import (
 )
 from subagents.boundary import running_in
 from subagents.definitions.permissions import pending_interrupts, resume_for
-from subagents.errors import RuntimeClosed, RuntimeStalled, UnsupportedCall
+from subagents.errors import RuntimeClosed, RuntimeStalled
 from subagents.metering import TaskMeter
 from subagents.outcome import TaskCall, lost
 from subagents.registry import SubagentRegistry
@@ -105,9 +105,6 @@ class ChildSession:
         self.interrupts = list(result.get("__interrupt__") or []) if isinstance(result, Mapping) else []
         self._last = result
         return result
-
-    def invoke(self, inputs: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
-        raise UnsupportedCall("background children run on the background loop, with ainvoke")
 
 
 LOST_REASON = ("the process running this task ended before it finished (for example a restart); "
