@@ -382,11 +382,11 @@ def _on_task(act: Callable[..., Awaitable[Command[str]]]) -> Callable[..., Corou
     """A handler of a tool acting on one task, called with the task's ledger record in place of its ``task_id``."""
     async def handle(self: BackgroundSubagentMiddleware, runtime: ToolRuntime, task_id: str,
                      **args: Any) -> Command[str]:
-        ledger = ledger_of(runtime.state)
+        ledger, held = ledger_of(runtime.state), runtime.state.get(ASYNC_LEDGER_KEY)
         record = ledger.get(task_id)
-        if record is None and (damage := _damage(runtime.state, task_id)):
+        if record is None and isinstance(held, Mapping) and task_id in held:
             return _reply(runtime, f"Task {brief(task_id)} cannot be acted on: its ledger record is damaged "
-                          f"({damage}).", error=True)
+                          f"({record_problem(task_id, held[task_id])}).", error=True)
         if record is None:
             # deepagents' words, which a model (or a test) used to them looks for; then the ids it may mean.
             return _reply(runtime, f"No tracked task found for task_id: {brief(task_id)}. {_known_ids(ledger)}",
@@ -417,12 +417,6 @@ def ledger_of(state: Mapping[str, object]) -> dict[str, dict[str, object]]:
     """A copy of the records of the ``async_tasks`` ledger in ``state`` that can be acted on (``usable_records``)."""
     ledger = state.get(ASYNC_LEDGER_KEY)
     return usable_records(ledger) if isinstance(ledger, Mapping) else {}
-
-
-def _damage(state: Mapping[str, object], task_id: str) -> str | None:
-    """What is wrong with the record state holds for ``task_id``, if it holds one."""
-    ledger = state.get(ASYNC_LEDGER_KEY)
-    return record_problem(task_id, ledger[task_id]) if isinstance(ledger, Mapping) and task_id in ledger else None
 
 
 def _reason(exc: BaseException) -> str:
@@ -745,14 +739,10 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         return await self._aon_loop(self._catch_up_due(state))
 
     def _catch_up_due(self, state: AgentState[ResponseT]) -> Coroutine[object, None, dict[str, object] | None] | None:
-        orphans = self._orphans(state)
+        # Remote starts with no ledger record, not yet looked for in this process.
+        orphans = self._orphan_search.due(state.get("messages") or (), ledger_of(state), _thread_id(),
+                                          failed=_failed_starts(state)) if self.tasks.remote.specs else None
         return self._catch_up(state, orphans) if self._due(state) or orphans else None
-
-    def _orphans(self, state: AgentState[ResponseT]) -> tuple[str, dict[str, tuple[str, str]]] | None:
-        if not self.tasks.remote.specs:  # remote starts with no ledger record, not yet looked for here
-            return None
-        return self._orphan_search.due(state.get("messages") or (), ledger_of(state), _thread_id(),
-                                       failed=_failed_starts(state))
 
     def _due(self, state: AgentState[ResponseT]) -> bool:
         return any(
@@ -820,21 +810,17 @@ def _split(subagents: Sequence[AnySpec | RemoteSubagentSpec | Mapping[str, Any]]
         if isinstance(spec, RemoteSubagentSpec):
             remote.append(spec)
         elif isinstance(spec, Mapping) and "graph_id" in spec:
-            remote.append(_remote_spec(spec))
+            try:
+                remote.append(RemoteSubagentSpec.model_validate(dict(spec)))
+            except ValidationError as exc:
+                label = f"remote subagent {spec.get('name', '<unnamed>')!r}"
+                raise SpecError(describe_validation_error(exc, label)) from None
         else:
             local.append(coerce_spec(spec))
     names = [spec.name for spec in remote]  # a second spec of one name would silently replace the first
     if (twice := next((name for name in names if names.count(name) > 1), None)) is not None:
         raise SpecError(f"duplicate subagent name {twice!r}: each name must be unique")
     return local, remote
-
-
-def _remote_spec(value: Mapping[str, object]) -> RemoteSubagentSpec:
-    try:
-        return RemoteSubagentSpec.model_validate(dict(value))
-    except ValidationError as exc:
-        label = f"remote subagent {value.get('name', '<unnamed>')!r}"
-        raise SpecError(describe_validation_error(exc, label)) from None
 
 
 def _starts(calls: Sequence[Mapping[str, object]]) -> set[str]:
