@@ -255,8 +255,7 @@ class LocalTaskRunner:
 
     async def start(self, task_id: str, call: TaskCall, *, seed: list[Any] | None = None,
                     attempt: int = 1, turns: int = 1, outcome_db: str | None = None) -> dict[str, Any]:
-        """Launch a fresh conversation for ``call`` (on the loop); the record's new fields (``seed``: a conversation
-        rebuilt from a record)."""
+        """Launch a fresh conversation for ``call`` (on the loop, ``seed`` its history); the record's new fields."""
         if operation_abandoned():  # its caller was let go (the loop stalled) and answered "unavailable"
             raise RuntimeStalled("the caller stopped waiting for this start; it starts nothing")
         task = self._new(task_id, call, seed=seed, attempt=attempt, turns=turns, outcome_db=outcome_db)

@@ -568,8 +568,7 @@ def may_swap_model(middleware: Any) -> bool:
 
 
 def refuse_sync_only_wraps(middleware: Any) -> None:
-    """Refuse a middleware whose model- or tool-call wrap has no async version (a background child's ``ainvoke``
-    would fail at its first call)."""
+    """Refuse a middleware whose model- or tool-call wrap is sync only (a background child's ``ainvoke`` would fail)."""
     kind = type(middleware)
     for sync, async_ in (("wrap_model_call", "awrap_model_call"), ("wrap_tool_call", "awrap_tool_call")):
         if (getattr(kind, sync, None) is not getattr(AgentMiddleware, sync)

@@ -91,8 +91,7 @@ class BackgroundTasks:
 
     @property
     def on_end(self) -> list[EndListener]:
-        """Who is told when a task ends (see :class:`~subagents.background.local.LocalTaskRunner`); a remote task's
-        end once, when this process first sees it."""
+        """Who is told when a task ends (a remote task's end once, when this process first sees it)."""
         return self.local.on_end
 
     @property
