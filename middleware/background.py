@@ -161,8 +161,7 @@ def checked(record: Mapping[str, object], problem: str | None = None) -> str:
 
 DEFAULT_LIST_LIMIT = 50  # tasks list_async_tasks shows at most when not given a limit
 MAX_LIST_LIMIT = 200  # the largest limit it accepts
-DEFAULT_LIST_TOTAL_CHARS = 12_000
-"""Bound on one ``list_async_tasks`` answer (as on a notice): rows that do not fit are counted and paged to."""
+DEFAULT_LIST_TOTAL_CHARS = 12_000  # bound on one answer (as on a notice): rows that do not fit are paged to
 
 
 def listed(records: Iterable[Mapping[str, Any]], status: str | None, offset: int = 0,
@@ -209,8 +208,8 @@ def notice(records: Iterable[Mapping[str, object]], result_chars: int,
 
 
 def capped_notice(head: str, lines: list[str], total_chars: int) -> str:
-    """``head`` and as many whole ``lines`` as fit in ``total_chars``, then how many were left out (the head and
-    that line always kept; a first line too long is clipped, not dropped)."""
+    """``head`` and the whole ``lines`` that fit in ``total_chars``, then how many were left out (a first line too
+    long is clipped, not dropped)."""
     def rest(n: int) -> str:
         return (f"...and {n} more update{'s' if n != 1 else ''} not shown here: "
                 "call list_async_tasks to see them and check_async_task for each result.")
@@ -300,19 +299,19 @@ class ListTasksInput(BaseModel):
                        description="Show at most this many tasks.")
 
 
-def background_tools(handlers: BackgroundTaskHandlers) -> list[StructuredTool]:
-    """The six tools, bound to ``handlers``."""
+def background_tools(mw: BackgroundSubagentMiddleware) -> list[StructuredTool]:
+    """The six tools, bound to ``mw``'s handlers."""
     table: list[tuple[str, Callable[..., Coroutine[object, None, Command[str]]], type[BaseModel], str]] = [
-        ("start_async_task", handlers.handle_start, TaskToolInput, START_DESCRIPTION),
-        ("check_async_task", handlers.handle_check, TaskIdInput, CHECK_DESCRIPTION),
-        ("update_async_task", handlers.handle_update, UpdateTaskInput, UPDATE_DESCRIPTION),
-        ("cancel_async_task", handlers.handle_cancel, TaskIdInput, CANCEL_DESCRIPTION),
-        ("list_async_tasks", handlers.handle_list, ListTasksInput, LIST_DESCRIPTION),
-        ("retry_async_task", handlers.handle_retry, TaskIdInput, RETRY_DESCRIPTION),
+        ("start_async_task", mw._handle_start, TaskToolInput, START_DESCRIPTION),
+        ("check_async_task", mw._handle_check, TaskIdInput, CHECK_DESCRIPTION),
+        ("update_async_task", mw._handle_update, UpdateTaskInput, UPDATE_DESCRIPTION),
+        ("cancel_async_task", mw._handle_cancel, TaskIdInput, CANCEL_DESCRIPTION),
+        ("list_async_tasks", mw._handle_list, ListTasksInput, LIST_DESCRIPTION),
+        ("retry_async_task", mw._handle_retry, TaskIdInput, RETRY_DESCRIPTION),
     ]
     tools = []
     for name, handle, schema, text in table:
-        func, coro = _faces(handlers, handle, start=name == START_TOOL_NAME)
+        func, coro = _faces(mw, handle, start=name == START_TOOL_NAME)
         # A start whose arguments are invalid (a blank description) is a delegation that never ran: recorded.
         tools.append((_RecordedStart if name == START_TOOL_NAME else StructuredTool).from_function(
             func=_hints_resolved(func), coroutine=_hints_resolved(coro), name=name, description=text,
@@ -320,40 +319,38 @@ def background_tools(handlers: BackgroundTaskHandlers) -> list[StructuredTool]:
     return tools
 
 
-def _faces(handlers: BackgroundTaskHandlers, handle: Callable[..., Coroutine[object, None, Command[str]]], *,
+def _faces(mw: BackgroundSubagentMiddleware, handle: Callable[..., Coroutine[object, None, Command[str]]], *,
            start: bool) -> tuple[Callable[..., Command[str]], Callable[..., Awaitable[Command[str]]]]:
     """The sync face (blocking on the runtime's loop) and the async one (awaiting it) of one tool. Each names
     `runtime: ToolRuntime` (how the tool node knows to inject it); a start is told to the run's stream."""
-    loop = handlers.runtime
+    loop = mw.runtime
 
     def prepared(runtime: ToolRuntime, args: dict[str, Any]) -> Command[str] | Coroutine[object, None, Command[str]]:
-        made = handlers.start_now(runtime, **args) if start else None
+        made = mw._start_now(runtime, **args) if start else None
         return made or (_closed(runtime) if loop.closed else handle(runtime, **args))
+
+    def told(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
+        return _told_started(runtime, command) if start else command
 
     def face(runtime: ToolRuntime, **args: Any) -> Command[str]:
         command = prepared(runtime, args)
-        if not isinstance(command, Command):
-            try:
-                command = loop.run(command)
-            except RuntimeClosed as exc:
-                command = _closed(runtime, exc)
-        return _told_started(runtime, command) if start else command
+        try:
+            return told(runtime, command if isinstance(command, Command) else loop.run(command))
+        except RuntimeClosed as exc:
+            return _closed(runtime, exc)
 
     async def aface(runtime: ToolRuntime, **args: Any) -> Command[str]:
         command = prepared(runtime, args)
-        if not isinstance(command, Command):
-            try:
-                command = await loop.arun(command)
-            except RuntimeClosed as exc:
-                command = _closed(runtime, exc)
-        return _told_started(runtime, command) if start else command
+        try:
+            return told(runtime, command if isinstance(command, Command) else await loop.arun(command))
+        except RuntimeClosed as exc:
+            return _closed(runtime, exc)
 
     return face, aface
 
 
 class _RecordedStart(RecordedTool):
-    """``start_async_task``: a call with invalid arguments gets its error result and a record, as ``task``'s does,
-    in the ``async_tasks`` ledger."""
+    """``start_async_task``: a call with invalid arguments gets its error result and a record, as ``task``'s does."""
 
     def _recorded(self, record: dict[str, object]) -> dict[str, object]:
         entry = as_background_record(record)
@@ -383,12 +380,13 @@ def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[s
 
 def _on_task(act: Callable[..., Awaitable[Command[str]]]) -> Callable[..., Coroutine[object, None, Command[str]]]:
     """A handler of a tool acting on one task, called with the task's ledger record in place of its ``task_id``."""
-    async def handle(self: BackgroundTaskHandlers, runtime: ToolRuntime, task_id: str, **args: Any) -> Command[str]:
-        ledger = ledger_of(runtime.state)
+    async def handle(self: BackgroundSubagentMiddleware, runtime: ToolRuntime, task_id: str,
+                     **args: Any) -> Command[str]:
+        ledger, held = ledger_of(runtime.state), runtime.state.get(ASYNC_LEDGER_KEY)
         record = ledger.get(task_id)
-        if record is None and (damage := _damage(runtime.state, task_id)):
+        if record is None and isinstance(held, Mapping) and task_id in held:
             return _reply(runtime, f"Task {brief(task_id)} cannot be acted on: its ledger record is damaged "
-                          f"({damage}).", error=True)
+                          f"({record_problem(task_id, held[task_id])}).", error=True)
         if record is None:
             # deepagents' words, which a model (or a test) used to them looks for; then the ids it may mean.
             return _reply(runtime, f"No tracked task found for task_id: {brief(task_id)}. {_known_ids(ledger)}",
@@ -401,91 +399,6 @@ def _on_task(act: Callable[..., Awaitable[Command[str]]]) -> Callable[..., Corou
             return _reply(runtime, f"Task {task_id}: the operation failed: {_reason(exc)}", error=True)
 
     return handle
-
-
-CallFor = Callable[[ToolRuntime, str, str], TaskCall]
-"""``(runtime, description, subagent_type) -> TaskCall``: the parent's call, as the middleware builds it."""
-
-
-class BackgroundTaskHandlers:
-    """The six tools' handlers over one :class:`subagents.background.BackgroundTasks`."""
-
-    def __init__(self, tasks: BackgroundTasks, runtime: BackgroundRuntime, call_for: CallFor,
-                 limit: DelegationLimit | None = None) -> None:
-        self.tasks = tasks
-        self.runtime = runtime
-        self._call = call_for
-        self._limit = limit
-
-    def _refusal(self, runtime: ToolRuntime) -> str | None:
-        """Why a run more (a start, retry, follow-up) is past ``max_delegations`` (one count with ``task``'s calls)."""
-        return None if self._limit is None else self._limit.refusal(runtime.state.get("messages", ()),
-                                                                    runtime.tool_call_id)
-
-    def start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str] | None:
-        """The start, made in the tool's thread without waiting for the loop; ``None``: :meth:`handle_start`."""
-        call = self._call(runtime, description, subagent_type)
-        if (reason := self._refusal(runtime)) is not None:
-            return _refused_start(runtime, call, reason, "refused")
-        if self.runtime.closed:
-            return None  # the loop path answers "unavailable"
-        try:
-            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}
-            record = self.tasks.start_soon(call, ledger)
-        except RuntimeClosed:
-            return None
-        except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
-            return _failed_start(runtime, call, exc)
-        return None if record is None else _reply(runtime, started(record), record)
-
-    async def handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]:
-        """The start on the loop, where :meth:`start_now` could not make it (and did not refuse it)."""
-        call = self._call(runtime, description, subagent_type)
-        try:
-            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
-            record = await self.tasks.start(call, ledger)
-        except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
-            return _failed_start(runtime, call, exc)
-        return _reply(runtime, started(record), record)
-
-    @_on_task
-    async def handle_check(self, runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
-        current, problem = await self.tasks.check(record)
-        if current["status"] in NOTEWORTHY_STATUSES:
-            current["announced"] = True  # the model has now seen how it ended
-        return _reply(runtime, checked(current, problem), current)
-
-    @_on_task
-    async def handle_update(self, runtime: ToolRuntime, record: Mapping[str, Any], message: str = "",
-                            decision: str | None = None) -> Command[str]:
-        if (self._limit is not None and (await self.tasks.check(record))[0]["status"] not in (
-                *ACTIVE_STATUSES, "waiting_for_approval") and (reason := self._refusal(runtime)) is not None):
-            return _reply(runtime, reason, error=True)  # a follow-up to a finished task is a run more
-        call = self._call(runtime, "", record["agent_type"])
-        current, what = await self.tasks.update(record, message, call, decision, by_model=True)
-        return _reply(runtime, f"Task {record['id']} ({current['status']}): {what}.", current)
-
-    @_on_task
-    async def handle_cancel(self, runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
-        return _reply(runtime, f"Cancelled background task {record['id']}.", await self.tasks.cancel(record))
-
-    @_on_task
-    async def handle_retry(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
-        if (reason := self._refusal(runtime)) is not None:
-            return _reply(runtime, reason, error=True)
-        current = await self.tasks.retry(record, self._call(runtime, "", record["agent_type"]))
-        return _reply(runtime, f"Retrying background task {record['id']} (attempt {current['attempt']}).", current)
-
-    async def handle_list(self, runtime: ToolRuntime, status: str | None = None, offset: int = 0,
-                          limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
-        ledger = ledger_of(runtime.state)
-        try:
-            updates = await self.tasks.refresh(ledger)
-        except Exception:  # noqa: BLE001 - a status poll must never stop the parent: list what is known
-            updates = {}
-        merged = merge_async_records(ledger, updates)
-        rows = [r for r in merged.values() if status is None or r["status"] == status]
-        return _reply(runtime, listed(rows, status, offset, limit), updates=updates)
 
 
 _IDS_LISTED = 20  # an unknown id's answer names at most this many known ones (the newest): a few, not all
@@ -506,12 +419,6 @@ def ledger_of(state: Mapping[str, object]) -> dict[str, dict[str, object]]:
     return usable_records(ledger) if isinstance(ledger, Mapping) else {}
 
 
-def _damage(state: Mapping[str, object], task_id: str) -> str | None:
-    """What is wrong with the record state holds for ``task_id``, if it holds one."""
-    ledger = state.get(ASYNC_LEDGER_KEY)
-    return record_problem(task_id, ledger[task_id]) if isinstance(ledger, Mapping) and task_id in ledger else None
-
-
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, (TaskStateError, UnknownSubagent)):
         return str(exc)
@@ -523,8 +430,8 @@ STARTED_EVENT = "background_task_started"
 
 
 def _told_started(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
-    """``command``, once the run's stream (``stream_mode="custom"``) is told of the task it started, so a turn of
-    hundreds of starts is seen advancing; from the tool's thread, whose run owns the stream."""
+    """``command``, once the run's stream is told of the task it started (a turn of hundreds of starts is seen
+    advancing); from the tool's thread, whose run owns the stream."""
     update = command.update if isinstance(command.update, Mapping) else {}
     for record in (update.get(ASYNC_LEDGER_KEY) or {}).values():
         runtime.stream_writer({STARTED_EVENT: {k: record.get(k) for k in ("id", "agent_type", "status",
@@ -632,8 +539,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         self.tasks.local.on_settled.append(ThreadCatchUp(self.tasks, ASYNC_LEDGER_KEY))
         limit = settings.limits.max_delegations
         self.delegation_limit = DelegationLimit(limit) if limit is not None else None
-        self.handlers = BackgroundTaskHandlers(self.tasks, self.runtime, self._call, self.delegation_limit)
-        self.tools = background_tools(self.handlers) if agents else []
+        self.tools = background_tools(self) if agents else []
 
     @property
     def system_prompt(self) -> str | None:
@@ -646,9 +552,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     def answer_approval(self, state: Mapping[str, object], task_id: str, decision: Literal["approve", "reject"],
                         reason: str = "") -> dict[str, object]:
-        """Answer a background task waiting for approval, as the person the application asked (the model may only
-        refuse). ``state``: the parent's, whose ``async_tasks`` holds the task. Returns the task's updated record;
-        the ledger catches up on the parent's next turn.
+        """:func:`subagents.background.answer_approval` given the parent's ``state`` (whose ``async_tasks`` holds
+        the task) rather than its graph and config.
 
         Example::
 
@@ -662,6 +567,77 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def _call(self, runtime: ToolRuntime, description: str, subagent_type: str) -> TaskCall:
         return TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
                                      parent_tools=self._tools)
+
+    # The six tools' handlers.
+    def _refusal(self, runtime: ToolRuntime) -> str | None:
+        """Why a run more (a start, retry, follow-up) is past ``max_delegations`` (one count with ``task``'s calls)."""
+        limit = self.delegation_limit
+        return None if limit is None else limit.refusal(runtime.state.get("messages", ()), runtime.tool_call_id)
+
+    def _start_now(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str] | None:
+        """The start, made in the tool's thread without waiting for the loop; ``None``: :meth:`_handle_start`."""
+        call = self._call(runtime, description, subagent_type)
+        if (reason := self._refusal(runtime)) is not None:
+            return _refused_start(runtime, call, reason, "refused")
+        if self.runtime.closed:
+            return None  # the loop path answers "unavailable"
+        try:
+            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}
+            record = self.tasks.start_soon(call, ledger)
+        except RuntimeClosed:
+            return None
+        except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
+            return _failed_start(runtime, call, exc)
+        return None if record is None else _reply(runtime, started(record), record)
+
+    async def _handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]:
+        """The start on the loop, where :meth:`_start_now` could not make it (and did not refuse it)."""
+        call = self._call(runtime, description, subagent_type)
+        try:
+            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
+            record = await self.tasks.start(call, ledger)
+        except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
+            return _failed_start(runtime, call, exc)
+        return _reply(runtime, started(record), record)
+
+    @_on_task
+    async def _handle_check(self, runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
+        current, problem = await self.tasks.check(record)
+        if current["status"] in NOTEWORTHY_STATUSES:
+            current["announced"] = True  # the model has now seen how it ended
+        return _reply(runtime, checked(current, problem), current)
+
+    @_on_task
+    async def _handle_update(self, runtime: ToolRuntime, record: Mapping[str, Any], message: str = "",
+                            decision: str | None = None) -> Command[str]:
+        if (self.delegation_limit is not None and (await self.tasks.check(record))[0]["status"] not in (
+                *ACTIVE_STATUSES, "waiting_for_approval") and (reason := self._refusal(runtime)) is not None):
+            return _reply(runtime, reason, error=True)  # a follow-up to a finished task is a run more
+        call = self._call(runtime, "", record["agent_type"])
+        current, what = await self.tasks.update(record, message, call, decision, by_model=True)
+        return _reply(runtime, f"Task {record['id']} ({current['status']}): {what}.", current)
+
+    @_on_task
+    async def _handle_cancel(self, runtime: ToolRuntime, record: Mapping[str, object]) -> Command[str]:
+        return _reply(runtime, f"Cancelled background task {record['id']}.", await self.tasks.cancel(record))
+
+    @_on_task
+    async def _handle_retry(self, runtime: ToolRuntime, record: Mapping[str, Any]) -> Command[str]:
+        if (reason := self._refusal(runtime)) is not None:
+            return _reply(runtime, reason, error=True)
+        current = await self.tasks.retry(record, self._call(runtime, "", record["agent_type"]))
+        return _reply(runtime, f"Retrying background task {record['id']} (attempt {current['attempt']}).", current)
+
+    async def _handle_list(self, runtime: ToolRuntime, status: str | None = None, offset: int = 0,
+                          limit: int = DEFAULT_LIST_LIMIT) -> Command[str]:
+        ledger = ledger_of(runtime.state)
+        try:
+            updates = await self.tasks.refresh(ledger)
+        except Exception:  # noqa: BLE001 - a status poll must never stop the parent: list what is known
+            updates = {}
+        merged = merge_async_records(ledger, updates)
+        rows = [r for r in merged.values() if status is None or r["status"] == status]
+        return _reply(runtime, listed(rows, status, offset, limit), updates=updates)
 
     # A turn after a stopped run: its open calls answered (else a ledger the thread stopped writing touched).
     def before_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
@@ -695,9 +671,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     async def _answer_open(self, state: AgentState[ResponseT], calls: Sequence[Mapping[str, Any]],
                            config: RunnableConfig, saved: Sequence[CheckpointTuple] = ()) -> dict[str, object]:
-        """Each open call answered: a start the stopped step had answered (in ``saved``) keeps that answer; a local
-        one gets the record of the task that runs here or left an outcome, else ``lost``; a remote one is left to
-        orphan adoption, which asks its server."""
+        """Each open call answered: a start the stopped step had answered (``saved``) keeps that answer; a local one
+        gets the record of its task here or its stored outcome, else ``lost``; a remote one is for orphan adoption."""
         thread_id = (config.get("configurable") or {}).get("thread_id")
         ledger = ledger_of(state)
         db = await checkpoint_db(config)
@@ -764,15 +739,10 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         return await self._aon_loop(self._catch_up_due(state))
 
     def _catch_up_due(self, state: AgentState[ResponseT]) -> Coroutine[object, None, dict[str, object] | None] | None:
-        orphans = self._orphans(state)
+        # Remote starts with no ledger record, not yet looked for in this process.
+        orphans = self._orphan_search.due(state.get("messages") or (), ledger_of(state), _thread_id(),
+                                          failed=_failed_starts(state)) if self.tasks.remote.specs else None
         return self._catch_up(state, orphans) if self._due(state) or orphans else None
-
-    def _orphans(self, state: AgentState[ResponseT]) -> tuple[str, dict[str, tuple[str, str]]] | None:
-        """Remote starts in the messages with no ledger record, not yet looked for in this process."""
-        if not self.tasks.remote.specs:
-            return None
-        return self._orphan_search.due(state.get("messages") or (), ledger_of(state), _thread_id(),
-                                       failed=_failed_starts(state))
 
     def _due(self, state: AgentState[ResponseT]) -> bool:
         return any(
@@ -840,21 +810,17 @@ def _split(subagents: Sequence[AnySpec | RemoteSubagentSpec | Mapping[str, Any]]
         if isinstance(spec, RemoteSubagentSpec):
             remote.append(spec)
         elif isinstance(spec, Mapping) and "graph_id" in spec:
-            remote.append(_remote_spec(spec))
+            try:
+                remote.append(RemoteSubagentSpec.model_validate(dict(spec)))
+            except ValidationError as exc:
+                label = f"remote subagent {spec.get('name', '<unnamed>')!r}"
+                raise SpecError(describe_validation_error(exc, label)) from None
         else:
             local.append(coerce_spec(spec))
     names = [spec.name for spec in remote]  # a second spec of one name would silently replace the first
     if (twice := next((name for name in names if names.count(name) > 1), None)) is not None:
         raise SpecError(f"duplicate subagent name {twice!r}: each name must be unique")
     return local, remote
-
-
-def _remote_spec(value: Mapping[str, object]) -> RemoteSubagentSpec:
-    try:
-        return RemoteSubagentSpec.model_validate(dict(value))
-    except ValidationError as exc:
-        label = f"remote subagent {value.get('name', '<unnamed>')!r}"
-        raise SpecError(describe_validation_error(exc, label)) from None
 
 
 def _starts(calls: Sequence[Mapping[str, object]]) -> set[str]:

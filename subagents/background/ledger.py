@@ -1,8 +1,5 @@
-"""The ledger of background tasks: one JSON-ready record per task, merged field by field.
-
-The parent state key ``async_tasks`` maps a task id to a plain dict, so any checkpointer persists it with no custom
-serialiser; it is what survives a restart.
-"""
+"""The ledger of background tasks (``async_tasks``): one plain dict per task id, merged field by field, so any
+checkpointer persists it with no custom serialiser; it is what survives a restart."""
 
 from __future__ import annotations
 
@@ -27,12 +24,9 @@ AsyncTaskStatus = TaskStatus
 ACTIVE_STATUSES: frozenset[str] = frozenset({"pending", "running"})
 """The task is doing (or about to do) work: it can be steered or cancelled."""
 
+# Not settled: it can be cancelled, and its owner or server still decides its end.
 LIVE_STATUSES: frozenset[str] = ACTIVE_STATUSES | {"waiting_for_approval"}
-"""The task has not settled: it can be cancelled, and its owner or server still decides its end."""
-
-SETTLED_STATUSES: frozenset[str] = frozenset({"completed", "error", "cancelled", "lost"})
-"""The task does nothing more until the parent acts on it."""
-
+SETTLED_STATUSES: frozenset[str] = frozenset({"completed", "error", "cancelled", "lost"})  # nothing more to do
 RETRYABLE_STATUSES: frozenset[str] = frozenset({"error", "cancelled", "lost"})
 
 NOTEWORTHY_STATUSES: frozenset[str] = SETTLED_STATUSES | {"waiting_for_approval"}
@@ -96,8 +90,7 @@ class AsyncTaskRecord(BaseModel):
 
 _TEXT_FIELDS = ("description", "result", "error", "note")
 _COUNT_FIELDS = ("attempt", "turns")
-MAX_COUNT = 2**31 - 1
-"""The largest ``attempt`` or ``turns`` a record may hold: one more is still a count every checkpointer keeps."""
+MAX_COUNT = 2**31 - 1  # the largest attempt or turns a record may hold: one more is still one any checkpointer keeps
 _TIME_FIELDS = ("created_at", "updated_at", "started_at", "finished_at")
 
 
@@ -154,8 +147,8 @@ def checked_ledger(ledger: Any, where: str) -> dict[str, dict[str, Any]]:
 
 
 def usable_records(ledger: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The records of ``ledger`` that can be acted on, as plain dicts; a damaged one is logged (once per process,
-    not at every turn: the 1,024 latest remembered) and left in state as it is, neither polled, announced nor listed."""
+    """The records of ``ledger`` that can be acted on, as plain dicts; a damaged one is logged once per process (the
+    1,024 latest remembered) and left in state, neither polled, announced nor listed."""
     out: dict[str, dict[str, Any]] = {}
     for task_id, record in ledger.items():
         if (problem := record_problem(task_id, record)) is None:
@@ -176,6 +169,4 @@ def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, A
     return {k: v for k, v in after.items() if before.get(k) != v}
 
 
-def now() -> float:
-    """Wall-clock seconds, as every ledger timestamp is stored."""
-    return time.time()
+now = time.time  # wall-clock seconds, as every ledger timestamp is stored

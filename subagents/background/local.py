@@ -1,9 +1,8 @@
 """The local background runner: subagents running in this process, outliving the parent's turn.
 
-Each run goes through :meth:`subagents.TaskRunner.arun`, as a ``task`` call does (same isolation, limits and fault
-handling), on the runtime's loop. A task adds its own conversation (:class:`ChildSession`), an owner (a task is
-``lost`` only once its owner is provably gone), an outcome stored the moment it settles, and a concurrency cap
-(tasks beyond ``max_concurrent`` stay ``pending``).
+Each run goes through :meth:`subagents.TaskRunner.arun` as a ``task`` call does, on the runtime's loop; a task adds
+its conversation (:class:`ChildSession`), an owner (``lost`` only once provably gone), an outcome stored as it
+settles, and a cap (tasks beyond ``max_concurrent`` stay ``pending``).
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from subagents.background.runtime import (
 )
 from subagents.boundary import running_in
 from subagents.definitions.permissions import pending_interrupts, resume_for
-from subagents.errors import RuntimeClosed, RuntimeStalled, UnsupportedCall
+from subagents.errors import RuntimeClosed, RuntimeStalled
 from subagents.metering import TaskMeter
 from subagents.outcome import TaskCall, lost
 from subagents.registry import SubagentRegistry
@@ -49,10 +48,9 @@ from subagents.transcripts import jsonl_path
 
 
 class ChildSession:
-    """One background child's conversation, on a thread of its own checkpointer (the parent's step has ended),
-    standing in for the child graph :class:`~subagents.TaskRunner` invokes. The first run gets the isolated input;
-    later runs only their new messages; an approval resumes the paused run. Steering waiting in ``inboxes`` as a
-    run starts comes with its input."""
+    """One background child's conversation on a checkpointer of its own, standing in for the child graph
+    :class:`~subagents.TaskRunner` invokes: later runs send only their new messages, an approval resumes the paused
+    run, and steering waiting as a run starts comes with its input."""
 
     def __init__(self, task_id: str, meter: TaskMeter, seed: list[Any] | None = None,
                  inboxes: Inboxes | None = None) -> None:
@@ -108,9 +106,6 @@ class ChildSession:
         self._last = result
         return result
 
-    def invoke(self, inputs: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
-        raise UnsupportedCall("background children run on the background loop, with ainvoke")
-
 
 LOST_REASON = ("the process running this task ended before it finished (for example a restart); "
                "call retry_async_task to run it again")
@@ -162,7 +157,6 @@ class LocalTask:
                  announced=False, **fields)
 
     def usage(self) -> dict[str, Any]:
-        """The task's figures as a foreground record has them: reported and charged, the cost, the prices."""
         return self.session.meter.usage()
 
     def abandon(self) -> None:
@@ -181,9 +175,8 @@ class LocalTask:
 class LocalTaskRunner:
     """Starts, steers, follows up, cancels and retries background tasks in this process, on ``runtime``'s loop.
 
-    ``on_end``: :data:`EndListener` s awaited before a completed or failed outcome is stored (their feedback joins
-    it), told without waiting of a cancel, not told of a close. ``on_settled``: callables given each task once it
-    reads settled, on the loop (they must not block it).
+    ``on_end``: :data:`EndListener` s awaited before a completed or failed outcome is stored, told of a cancel
+    without waiting, not of a close. ``on_settled``: given each settled task, on the loop (they must not block it).
     """
 
     def __init__(self, registry: SubagentRegistry, runtime: BackgroundRuntime, *, max_concurrent: int | None = None,
@@ -262,8 +255,7 @@ class LocalTaskRunner:
 
     async def start(self, task_id: str, call: TaskCall, *, seed: list[Any] | None = None,
                     attempt: int = 1, turns: int = 1, outcome_db: str | None = None) -> dict[str, Any]:
-        """Launch a fresh conversation for ``call`` (on the loop); return the record's new fields (``seed``: a
-        conversation rebuilt from a record; ``outcome_db``: the SQLite file of its outcome, ``None``: memory)."""
+        """Launch a fresh conversation for ``call`` (on the loop, ``seed`` its history); the record's new fields."""
         if operation_abandoned():  # its caller was let go (the loop stalled) and answered "unavailable"
             raise RuntimeStalled("the caller stopped waiting for this start; it starts nothing")
         task = self._new(task_id, call, seed=seed, attempt=attempt, turns=turns, outcome_db=outcome_db)
@@ -271,8 +263,7 @@ class LocalTaskRunner:
         return dict(task.fields)
 
     def start_soon(self, task_id: str, call: TaskCall, *, outcome_db: str | None = None) -> dict[str, Any]:
-        """:meth:`start` from a thread other than the loop's, without waiting for the loop (busy with the tasks
-        already running). One a closing runtime never takes is recorded ``lost`` (its caller was told it started)."""
+        """:meth:`start` from another thread, not waiting for the loop; one a closing runtime never takes: ``lost``."""
         task = self._new(task_id, call, outcome_db=outcome_db)
         handed = self.runtime.submit(self._admit(task))  # raises RuntimeClosed if it is closed already
         handed.add_done_callback(lambda done: _never_taken(task, done))
@@ -301,7 +292,7 @@ class LocalTaskRunner:
 
     async def steer(self, record: Mapping[str, Any], message: str, call: TaskCall) -> tuple[dict[str, Any], str]:
         """Steer a running task, answer a waiting one, or follow up a completed one (``record`` refreshed and checked
-        by the caller); the new fields and what happened, in words. ``call`` only rebuilds a lost conversation."""
+        by the caller); the new fields and what happened, in words."""
         task = self.find(record["id"], record.get("owner"))
         if task is not None and task.runner is not self:  # owned by another open runtime of this process
             return await task.runner.runtime.arun(task.runner.steer(record, message, call))
@@ -453,8 +444,8 @@ class LocalTaskRunner:
 
 
 def _never_taken(task: LocalTask, handed: Any) -> None:
-    """A start the loop did not take (closed first): ``lost``, stored, or another process sharing the thread's
-    SQLite file would read it ``pending`` for as long as this one lives."""
+    """A start the loop did not take (closed first): stored ``lost``, or a process sharing the SQLite file would read
+    it ``pending`` for as long as this one lives."""
     if handed.cancelled() or handed.exception() is not None:
         with contextlib.suppress(Exception):  # the failure path never raises
             task.abandon()

@@ -35,12 +35,10 @@ if TYPE_CHECKING:
     import httpx
 
 
-# Server health: every request bounded in time, and a circuit breaker per url. A request that cannot reach the
-# server, or that a gateway answers for it (:data:`OUTAGE_STATUSES`), fails. :data:`FAILURES_TO_OPEN` in a row with
-# no answer for ``base_s`` (or :data:`SEQUENTIAL_FAILURES_TO_OPEN` sent one after another) open the circuit:
-# nothing is sent until the next try is due. Fewer are not an outage (one dead instance behind a round-robin
-# balancer fails every other request). The interval doubles per outage, not per request (a burst in flight fails
-# as one step), up to ``max_s``; any answer closes it.
+# Server health: every request bounded in time, and a circuit breaker per url. Failures (no answer, or a gateway's
+# :data:`OUTAGE_STATUSES`) open it only in a row with no answer for ``base_s`` (one dead instance behind a balancer
+# fails every other request); then nothing is sent until the next try. The interval doubles per outage, not per
+# request (a burst in flight fails as one step), up to ``max_s``; any answer closes it.
 
 T = TypeVar("T")
 
@@ -84,8 +82,7 @@ class ServerHealth:
 
     def check(self, url: str) -> None:
         """Raise :class:`ServerUnavailable` if the server's circuit is open."""
-        wait = self.retry_in(url)
-        if wait > 0:
+        if (wait := self.retry_in(url)) > 0:
             raise ServerUnavailable(url, self._circuits[url].reason, wait, skipped=True)
 
     def failed(self, url: str, reason: str, *, sent_at: float | None = None) -> ServerUnavailable:
@@ -155,9 +152,8 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 160 else text[:159] + "…"
 
 
-# How a server's runs and threads read as task fields. A run that ends ``success`` (or ``interrupted``, on aegra)
-# with interrupts on its thread waits for approval; ``interrupted`` without is cancelled; ``error`` and ``timeout``
-# are errors; a thread or run the server does not know is ``lost``.
+# How a server's runs and threads read as task fields: a run that ends ``success`` (or ``interrupted``, on aegra)
+# with interrupts on its thread waits for approval; ``interrupted`` without is cancelled; an unknown one is ``lost``.
 
 def run_id_of(run: Any) -> str:
     """The ``run_id`` of a run a server answered with; :class:`RemoteAnswerError` saying so when it has none."""
@@ -167,8 +163,7 @@ def run_id_of(run: Any) -> str:
     return run_id
 
 
-def run_status(status: str | None) -> str:
-    """A just-created run's task status."""
+def run_status(status: str | None) -> str:  # a just-created run's task status
     return "running" if status == "running" else "pending"
 
 
@@ -207,8 +202,7 @@ def _fields_of(status: Any, thread: Mapping[str, Any], interrupts: list[Any]) ->
     return fields
 
 
-ENDED_THREAD_STATUSES = frozenset({"idle", "interrupted"})
-"""Thread statuses whose values alone say how the task ended (an ``error`` thread needs its run)."""
+ENDED_THREAD_STATUSES = frozenset({"idle", "interrupted"})  # their values say how it ended (an error needs its run)
 
 
 def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -224,9 +218,8 @@ def fields_from_thread(thread: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def fields_from_join(run_id: str, body: Any) -> dict[str, Any] | None:
-    """The fields of a finished task from its run's join body alone, or ``None`` if the run must be read: only a
-    finished answer (a structured response, or a last AI message with no tool calls) settles it; an error, an
-    interrupt or partial values say too little (error or timeout? cancelled or waiting?)."""
+    """A finished task's fields from its run's join body alone (a structured response, or a last AI message with no
+    tool calls), or ``None``: the run must be read (an error, interrupt or partial values say too little)."""
     if not isinstance(body, Mapping) or "__error__" in body or "__interrupt__" in body:
         return None
     messages = body.get("messages")
@@ -278,8 +271,7 @@ def _block_text(block: Any) -> str:
 
 
 def _json(value: Any) -> str:
-    """``value`` as JSON text; a value nested deeper than Python's recursion limit is named, not raised."""
-    try:
+    try:  # a value nested deeper than the recursion limit is named, not raised
         return json.dumps(value, default=str)
     except (RecursionError, ValueError, TypeError) as exc:
         return f"(an answer that cannot be shown as JSON: {type(exc).__name__})"
@@ -302,13 +294,11 @@ def answer(values: Mapping[str, Any]) -> str:
     return ""
 
 
-MAX_USAGE = 2**53 - 1
-"""The largest count a server's usage is read as: any checkpointer (and JSON) holds it exactly."""
+MAX_USAGE = 2**53 - 1  # the largest usage count read from a server: any checkpointer (and JSON) holds it exactly
 
 
 def usage(values: Any) -> dict[str, int]:
-    """Model calls and tokens of the child's AI messages: a server's data, each count read by
-    :func:`~subagents.metering.token_count` and each total capped at :data:`MAX_USAGE`."""
+    """Model calls and tokens of the child's AI messages (a server's data: each read by ``token_count``, capped)."""
     calls = inp = out = 0
     messages = values.get("messages") if isinstance(values, Mapping) else None
     for message in messages if isinstance(messages, list) else ():
@@ -349,20 +339,14 @@ def is_not_found(exc: BaseException) -> bool:
     return status_code(exc) == 404
 
 
-# SDK clients: one per server and credentials, shared, closable, one pool per loop. Built here, not by
-# ``langgraph_sdk.get_client``: headers are exactly the spec's (no API key from the environment); the transport does
-# not retry (the circuit backs off instead); the TLS context (40-90 ms to load) is built once per certificate
-# settings. A closed pool opens new clients on next use.
+# SDK clients: one per server and credentials, one pool per loop. Built here, not by ``langgraph_sdk.get_client``:
+# headers are exactly the spec's (no API key from the environment), the transport does not retry (the circuit backs
+# off instead), and the TLS context (40-90 ms to load) is built once per certificate settings.
 
 USER_AGENT = "governed-subagents"
-MAX_CONNECTIONS = 100
-"""Connections per server and credentials; more requests queue for one (bounded by their timeouts)."""
-
-MAX_IDLE_CONNECTIONS = 20
-"""Idle connections kept open (httpx's default): httpcore scans them all at each hand-out (100 was 2x slower)."""
-
-KEEPALIVE_S = 2.0
-"""Idle connections are dropped before common servers drop them (uvicorn: 5 s), never reused as they close."""
+MAX_CONNECTIONS = 100  # per server and credentials; more requests queue (bounded by their timeouts)
+MAX_IDLE_CONNECTIONS = 20  # httpx's default: httpcore scans them all at each hand-out (100 was 2x slower)
+KEEPALIVE_S = 2.0  # idle ones dropped before common servers drop them (uvicorn: 5 s), never reused as they close
 
 
 class RemoteClientPool:
@@ -371,8 +355,7 @@ class RemoteClientPool:
     def __init__(self, health: ServerHealth | None = None) -> None:
         self._clients: dict[tuple[str, str], Any] = {}
         self.health = health if health is not None else ServerHealth()
-        self.without_id_search: set[str] = set()
-        """Server urls that refused a thread search by ids (aegra): polled by metadata, not asked again."""
+        self.without_id_search: set[str] = set()  # urls that refused a search by ids (aegra): polled by metadata
 
     def client(self, spec: RemoteSubagentSpec) -> Any:
         """The shared client for ``spec``'s server and headers (raises ``RemoteConfigError``)."""
@@ -415,16 +398,12 @@ def _sdk_client(base_url: str, transport: Any, timeout_s: float, headers: Mappin
                                              timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s))))
 
 
-SERVER_MODULE = "langgraph_api.server"
-"""The module of a LangGraph Server's app: loaded in a process that is one (``langgraph dev``, the Platform)."""
-
-AEGRA_APP_MODULE = "aegra_api.main"
-"""aegra's app module (``uvicorn aegra_api.main:app``, its documented entry point): loaded in an aegra server."""
+SERVER_MODULE = "langgraph_api.server"  # loaded in a process that is a LangGraph Server (langgraph dev, Platform)
+AEGRA_APP_MODULE = "aegra_api.main"  # aegra's documented entry point (uvicorn aegra_api.main:app)
 
 
 def in_process_client(timeout_s: float, headers: Mapping[str, str] | None = None) -> Any:
-    """A client of the LangGraph Server this process runs, reached in-process; ``None`` when it runs none
-    (``get_client()`` without a url on ``langgraph dev``; on aegra, an ASGI transport to its app)."""
+    """A client of the LangGraph Server this process runs, reached in-process; ``None`` when it runs none."""
     import sys
 
     headers = {"User-Agent": USER_AGENT, **(headers or {})}
@@ -448,22 +427,19 @@ def in_process_client(timeout_s: float, headers: Mapping[str, str] | None = None
 _loop: asyncio.AbstractEventLoop | None = None
 
 
-def note_caller_loop() -> None:
-    """Remember the running loop (if any) as the one the parent's graph runs on."""
+def note_caller_loop() -> None:  # the running loop (if any) is the one the parent's graph runs on
     global _loop
     with contextlib.suppress(RuntimeError):  # called from no loop: nothing to remember
         _loop = asyncio.get_running_loop()
 
 
-def serving_loop() -> asyncio.AbstractEventLoop | None:
-    """The loop last noted by :func:`note_caller_loop`, while it still runs; else ``None``."""
+def serving_loop() -> asyncio.AbstractEventLoop | None:  # the loop last noted, while it still runs
     loop = _loop
     return loop if loop is not None and loop.is_running() and not loop.is_closed() else None
 
 
 def _on_serving_loop(inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
-    """``inner``, each request handed to the server's loop (the answer is read whole: only the call moves)."""
-    import httpx
+    import httpx  # each request handed to the server's loop (the answer is read whole: only the call moves)
 
     class OnServingLoop(httpx.AsyncBaseTransport):
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -480,7 +456,7 @@ def _on_serving_loop(inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTranspor
 
 
 def _cert_settings() -> tuple[str | None, str | None, tuple[int, int, int] | None]:
-    """``SSL_CERT_FILE``, ``SSL_CERT_DIR`` and the file's stamp: a CA file rewritten in place is reloaded."""
+    # SSL_CERT_FILE, SSL_CERT_DIR and the file's stamp: a CA file rewritten in place is reloaded.
     cert_file, cert_dir = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
     try:
         st = os.stat(cert_file) if cert_file else None
@@ -491,8 +467,7 @@ def _cert_settings() -> tuple[str | None, str | None, tuple[int, int, int] | Non
 
 @functools.lru_cache(maxsize=4)
 def _tls_context(cert_file: str | None, cert_dir: str | None, stamp: object = None) -> ssl.SSLContext:
-    """httpx's default context for these settings, built from them (not the environment read again)."""
-    if cert_file:
+    if cert_file:  # httpx's default context for these settings (not the environment read again)
         return ssl.create_default_context(cafile=cert_file)
     if cert_dir:
         return ssl.create_default_context(capath=cert_dir)
@@ -501,8 +476,7 @@ def _tls_context(cert_file: str | None, cert_dir: str | None, stamp: object = No
     return ssl.create_default_context(cafile=certifi.where())
 
 
-def _fingerprint(headers: dict[str, str]) -> str:
-    """A digest of the headers, so no key is kept as a dict key in plain text."""
+def _fingerprint(headers: dict[str, str]) -> str:  # so no key is kept as a dict key in plain text
     text = "\n".join(f"{k.lower()}:{v}" for k, v in sorted(headers.items()))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -525,8 +499,7 @@ def shared_client_pool() -> RemoteClientPool:
 
 __all__ = ["RemoteStartError", "RemoteSubagentSpec", "RemoteTaskRunner", "task_thread_id"]
 
-DEFAULT_REFRESH_BUDGET_S = 3.0
-"""Bound on refreshing every remote task before one parent model call."""
+DEFAULT_REFRESH_BUDGET_S = 3.0  # bound on refreshing every remote task before one parent model call
 
 START_ID_METADATA_KEY = "subagent_start_id"
 _THREAD_NAMESPACE = uuid.UUID("3f4c2b8e-6a51-4f0e-9d1c-7b2a5e8f0c13")
@@ -550,10 +523,9 @@ class RemoteTaskRunner:
                  refresh_budget_s: float = DEFAULT_REFRESH_BUDGET_S) -> None:
         self.specs = {s.name: s for s in specs}
         self.refresh_budget_s = refresh_budget_s
-        self.client_pool = pool
-        """This runner's own pool; ``None``: the running loop's shared one."""
+        self.client_pool = pool  # None: the running loop's shared one
+        # Starts not yet answered, by (parent thread, tool call): orphan adoption waits for them.
         self._in_flight: dict[tuple[str, str], asyncio.Future[tuple[str, Any]]] = {}
-        """Starts not yet answered, by (parent thread, tool call): orphan adoption waits for them."""
 
     @property
     def pool(self) -> RemoteClientPool:
@@ -583,8 +555,8 @@ class RemoteTaskRunner:
 
     async def _started(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any],
                        description: str) -> tuple[str, Any]:
-        """:meth:`_start`, run to its answer even if its caller is cancelled meanwhile (a run-create sent
-        may be made whether or not its answer is read); listed for :meth:`wait_for_starts` until answered."""
+        """:meth:`_start`, run to its answer even if its caller is cancelled (a run-create sent may be made whether or
+        not its answer is read); listed for :meth:`wait_for_starts` until answered."""
         job = asyncio.ensure_future(self._start(spec, thread_id, about, description))
         parent, call = about.get("parent_thread_id"), about.get("tool_call_id")
         if isinstance(parent, str) and isinstance(call, str):
@@ -671,18 +643,16 @@ class RemoteTaskRunner:
 
     def deadline_due(self, spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any],
                      note: str | None, *, ended: bool = False) -> bool:
-        """Whether a read of the task (``fields``, or the ``note`` of a failed read) ends it at its deadline. A task
-        whose read failed stays live (its run may have ended with its answer) until the server has been unreachable
-        for the circuit's longest backoff past the deadline."""
+        """Whether a read (``fields``, or a failed read's ``note``) ends the task at its deadline; a failed read only
+        once the circuit's longest backoff past it (its run may have ended with its answer)."""
         if not past_deadline(spec, record, fields, ended=ended and note is None):
             return False
         return note is None or now() - float(record["started_at"]) >= (spec.timeout_s or 0) + self.pool.health.max_s
 
     async def end_at_deadline(self, spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any],
                               note: str | None = None) -> dict[str, Any]:
-        """The fields that end a task past ``spec.timeout_s`` as timed out, whichever read noticed it (``{}``: asked
-        again later). A run still going is cancelled; a run that had ended before its cancel holds its answer, which
-        is read. ``note``: the task could not be read, so it ends saying its outcome is unknown."""
+        """The fields that end a task past ``spec.timeout_s`` (``{}``: asked again later): a run still going is
+        cancelled, one that ended first is read; ``note``: it could not be read, its outcome is unknown."""
         if note is not None:
             return {"status": "error", "finished_at": now(), "note": None, "announced": False,
                     "error": f"unreachable at its deadline (timeout_s={spec.timeout_s:g} s): {note}; "
@@ -715,8 +685,8 @@ class RemoteTaskRunner:
 
     async def _retried(self, spec: RemoteSubagentSpec, request: Callable[[], Awaitable[T]], *,
                        poll: bool = False) -> T:
-        """``request()`` (one that may be repeated) sent again at once when it fails while the circuit stays
-        closed, up to :data:`FAILURES_TO_OPEN` tries (a dead instance behind a balancer)."""
+        """``request()`` sent again at once while it fails and the circuit stays closed, up to
+        :data:`FAILURES_TO_OPEN` tries (a dead instance behind a balancer)."""
         tries = FAILURES_TO_OPEN
         while True:
             tries -= 1
@@ -779,7 +749,7 @@ class RemoteTaskRunner:
 
     async def join(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
         """Wait for the record's run to end (a long-poll); its fields if that settles it, else ``None``. Raises on
-        any fault; not counted for the circuit (a wait polls when it fails)."""
+        any fault, not counted for the circuit (a wait then polls)."""
         spec = self.specs[record["agent_type"]]
         self.pool.health.check(spec.server)  # an open circuit: not sent, the wait polls (and is refused) instead
         body = await self._join_request(spec, record["thread_id"], record["run_id"])
@@ -863,9 +833,8 @@ def _reason(exc: BaseException) -> str:
     return f"HTTP {code}: {text}" if code else f"{type(exc).__name__}: {text}"
 
 
-# Polling in batches, per server: one ``threads.search(ids=...)`` for every thread's status, one more for the
-# values of those that ended, and only what that cannot settle read one by one. A server without search by ids
-# (aegra) is searched by parent metadata, and each ended task read by a join.
+# Polling in batches, per server: one ``threads.search(ids=...)`` for the statuses, one for the values of those that
+# ended, the rest read one by one. A server without search by ids (aegra) is searched by parent metadata.
 
 _SEARCH_PAGE = 1000
 _DETAIL_CONCURRENCY = 16
@@ -873,8 +842,8 @@ _DETAIL_CONCURRENCY = 16
 
 async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
                ) -> dict[str, tuple[dict[str, Any], str | None]]:
-    """``{task id: (fields, note)}``, all within ``refresh_budget_s``: a task not reached in time waits for the
-    next turn; a server that did not answer at all counts a failure and its tasks get a note."""
+    """``{task id: (fields, note)}`` within ``refresh_budget_s``: a task not reached waits for the next turn; a
+    server that did not answer at all counts a failure and its tasks get a note."""
     out: dict[str, tuple[dict[str, Any], str | None]] = {}
     answered: set[str] = set()
     ended: set[str] = set()  # threads a search saw ended: their answers are there to read
@@ -915,9 +884,8 @@ async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
 
 def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any], *,
                   ended: bool = False) -> bool:
-    """Whether a task the ledger has live has outlived its spec's ``timeout_s`` without an answer. Read
-    ``cancelled`` counts as live: past the deadline that is the deadline's own cancel read back. ``ended`` with no
-    status read: its answer is on the server, to be read, not given up."""
+    """Whether a live task has outlived its spec's ``timeout_s`` unanswered (``cancelled`` read past it is the
+    deadline's own cancel; ``ended`` with no status read: its answer is to be read, not given up)."""
     started = record.get("started_at")
     if spec.timeout_s is None or isinstance(started, bool) or not isinstance(started, (int, float)) \
             or not math.isfinite(started) or (ended and "status" not in fields):  # a record's field: anyone's
@@ -929,7 +897,6 @@ def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: M
 
 async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]],
                        out: dict[str, tuple[dict[str, Any], str | None]], ended: set[str]) -> None:
-    """End the polled tasks past their deadline, cancelling their runs within one more poll budget."""
     expired = [(spec, r) for r in records if (spec := runner.specs.get(r["agent_type"])) is not None
                and runner.deadline_due(spec, r, *out.get(r["id"], ({}, None)), ended=r.get("thread_id") in ended)]
     if not expired:
@@ -945,7 +912,7 @@ async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, 
 
 
 def caller_of(spec: RemoteSubagentSpec) -> tuple[str, str]:
-    """Who asks: the server url and a digest of the spec's headers (a key may see only its own threads)."""
+    """The server url and a digest of the spec's headers (a key may see only its own threads)."""
     try:
         return spec.server, _fingerprint(spec.request_headers())
     except Exception:  # noqa: BLE001 - a key that cannot be read: its own group, failing on its own
@@ -996,8 +963,8 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
 
 async def _thread_states(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: Sequence[Mapping[str, Any]]
                          ) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """The live tasks' thread rows (``thread_id``, ``status``), and the threads known to have ended: one search by
-    ids, or by metadata (:func:`_states_by_parent`) on a server that refused it once (aegra)."""
+    """The live tasks' thread rows and the threads known to have ended: one search by ids, or by metadata on a
+    server that refused it once (aegra)."""
     if spec.server not in runner.pool.without_id_search:
         try:
             return await _thread_rows(runner, spec, [r["thread_id"] for r in records], ["thread_id", "status"]), set()
@@ -1010,8 +977,8 @@ async def _thread_states(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, rec
 
 async def _states_by_parent(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: Sequence[Mapping[str, Any]]
                             ) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """Thread rows by one metadata search per parent (``parent_thread_id``) for its busy (and waiting) threads; a
-    live task whose thread is not among them has ended. A record without it is read alone."""
+    """Thread rows by one metadata search per parent for its busy (and waiting) threads; a live task's thread not
+    among them has ended."""
     parents: dict[str, set[str]] = {}
     for record in records:
         parent = record.get("parent_thread_id")
@@ -1043,11 +1010,10 @@ async def _thread_rows(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, threa
     return rows
 
 
+# What a batched (thread status, task status) alone tells (``{}``: nothing changed); any other needs a full read.
 _KNOWN: dict[tuple[str, Any], dict[str, Any]] = {
-    ("busy", "running"): {}, ("interrupted", "waiting_for_approval"): {},
-    ("busy", "pending"): {"status": "running"},  # its run has begun: the ledger and list_async_tasks say so
+    ("busy", "running"): {}, ("interrupted", "waiting_for_approval"): {}, ("busy", "pending"): {"status": "running"},
 }
-"""What a batched (thread status, task status) alone tells (``{}``: nothing changed); any other needs a full read."""
 
 
 class OrphanSearch:
@@ -1084,13 +1050,9 @@ class OrphanSearch:
 async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
                         missing: Mapping[str, tuple[str, str]], *, left_open: Collection[str] = (),
                         search: OrphanSearch | None = None) -> dict[str, dict[str, Any]]:
-    """Ledger records for the server threads that belong to the ``missing`` starts (orphans: a parent that died
-    while starting them never recorded them, and they still run and cost).
-
-    ``left_open``: the calls a stopped run left unanswered; one whose server holds no thread for it never reached
-    it and is recorded ``lost``. Never raises, takes at most ``refresh_budget_s``; starts whose server could not be
-    asked are handed back to ``search`` for a later turn.
-    """
+    """Ledger records for the server threads of the ``missing`` starts (orphans: their parent died while starting
+    them). ``left_open``: calls a stopped run left unanswered, ``lost`` if their server holds no thread of them.
+    Never raises, takes at most ``refresh_budget_s``; starts not asked are handed back to ``search``."""
     records: dict[str, dict[str, Any]] = {}
     settled: set[str] = set()
     with contextlib.suppress(Exception):  # best effort: out of time, or a server's answer it cannot read
@@ -1104,14 +1066,12 @@ async def adopt_orphans(runner: RemoteTaskRunner, parent_thread_id: str,
     return records
 
 
-_SEARCH_PAGES = 20
-"""Pages of :data:`_SEARCH_PAGE` threads read per parent; a parent with more is not declared empty of any."""
+_SEARCH_PAGES = 20  # pages read per parent; a parent with more is not declared empty of any
 
 
 async def _parent_threads(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, parent_thread_id: str, *,
                           select: list[str] | None = None, **filters: Any) -> tuple[list[Any], bool]:
-    """The server's threads of ``parent_thread_id`` (``filters``: more search arguments), and whether that is all
-    of them (a server that refuses ``select``, aegra, is asked for whole threads)."""
+    """The server's threads of ``parent_thread_id``, and whether that is all (aegra refuses ``select``)."""
     rows: list[Any] = []
     for page in range(_SEARCH_PAGES):
         search = functools.partial(runner.pool.client(spec).threads.search,
@@ -1188,7 +1148,6 @@ async def _adopt_into(records: dict[str, dict[str, Any]], runner: RemoteTaskRunn
 
 
 def _lost(task_id: str, call: tuple[str, str], call_id: str, error: str, **fields: Any) -> dict[str, Any]:
-    """The ``lost`` record of a start that never ran: ``error`` says why, and that a retry starts it."""
     return _record(task_id, call, call_id, status="lost", error=f"{error}; retry_async_task starts it", **fields)
 
 

@@ -1,10 +1,7 @@
-"""The background runtime: one loop thread and everything background tasks need, closed together.
-
-A background task outlives the parent turn that started it (an ``invoke`` parent has no loop), so a
-:class:`BackgroundRuntime` runs one event loop on its own thread and owns the task table (the loop is its only
-writer: no locks), the steering inboxes, the outcome stores and ``on_close``. Coroutines start in an empty
-``contextvars.Context``: a child that saw the parent's config would run as a subgraph of a step that has ended.
-"""
+"""The background runtime: one loop thread (a task outlives the turn, and an ``invoke`` parent has no loop) and the
+task table (the loop its only writer: no locks), inboxes, outcome stores and ``on_close``, closed together.
+Coroutines start in an empty ``contextvars.Context``: a child seeing the parent's config would run as a subgraph
+of a step that has ended."""
 
 from __future__ import annotations
 
@@ -58,9 +55,8 @@ STALL_S = 5.0
 
 
 class LoopProbe:
-    """Tells a blocked loop from a busy one (see :class:`RuntimeStalled`): an unanswered probe may wait behind the
-    loop's own work, so it is blocked only when for ``stall_s`` it began no callback (``beats``) *and* its thread
-    was not mostly waiting for a CPU. Once one caller found it blocked, the next is let go after its first slice."""
+    """Tells a blocked loop from a busy one (see :class:`RuntimeStalled`): blocked when for ``stall_s`` it began no
+    callback (``beats``) *and* its thread was not mostly waiting for a CPU (a probe may wait behind its work)."""
 
     def __init__(self, stall_s: float | None = None) -> None:
         self.stall_s = STALL_S if stall_s is None else stall_s
@@ -77,8 +73,8 @@ class LoopProbe:
             return self._blocked and not self._answered.is_set()
 
     def check(self, future: concurrent.futures.Future[Any], loop: asyncio.AbstractEventLoop | None) -> None:
-        """Raise :class:`RuntimeStalled` once the loop has been blocked for ``stall_s``; ``future``'s operation
-        is cancelled if it never began (a start the caller was told failed must not run untracked)."""
+        """Raise :class:`RuntimeStalled` once the loop is blocked for ``stall_s``, cancelling ``future``'s operation
+        if it never began (a start its caller was told failed must not run untracked)."""
         with self._lock:
             now = time.monotonic()
             if self._sent is None or self._answered.is_set():
@@ -100,7 +96,7 @@ class LoopProbe:
             f"the background loop has run nothing for {self.stall_s:g}s: a background task is blocking it "
             "(a blocking call inside async code?). Its tasks go on; ask again later")
 
-    def _open(self, now: float) -> None:
+    def _open(self, now: float) -> None:  # a new window: the beats and CPU wait it starts from
         self._sent, self._seen = now, (self.beats, _cpu_wait_s(self.thread_id))
 
     def _blocked_for(self, elapsed: float) -> bool:
@@ -140,7 +136,7 @@ def operation_abandoned() -> bool:
     return future is not None and getattr(future, "abandoned", False)
 
 
-async def _contained(coro: Coroutine[Any, Any, T]) -> T:
+async def _contained(coro: Coroutine[Any, Any, T]) -> T:  # see "The loop thread" above
     try:
         return await coro
     except (KeyboardInterrupt, SystemExit) as exc:
@@ -199,8 +195,7 @@ def _cancel_if_abandoned(future: concurrent.futures.Future[Any], job: asyncio.Ta
 
 
 def _settle(job: asyncio.Task[T], future: concurrent.futures.Future[T], *, closed: bool) -> None:
-    """Copy a finished operation's outcome into the caller's future (unless the caller gave up)."""
-    if future.done():
+    if future.done():  # the caller gave up
         return
     if job.cancelled():
         # By close() or a loop going down (not the caller: its future would be done); a CancelledError would read
@@ -327,14 +322,11 @@ def _host() -> str:
 
 
 # The table of one runtime's local tasks. A finished task is kept for follow-ups until ``max_age_s`` or until the
-# finished ones hold more than ``max_bytes`` (oldest first, O(1) each); an evicted one loses nothing: its outcome
-# is in the ledger or the store and a follow-up rebuilds it.
+# finished ones hold more than ``max_bytes`` (oldest first); an evicted one loses nothing (its outcome is in the
+# ledger or the store and a follow-up rebuilds it).
 
-DEFAULT_MAX_AGE_S = 3600.0
-"""How long a finished task stays in memory: an hour."""
-
-DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-"""How much the finished tasks of one runtime may hold together: 64 MiB."""
+DEFAULT_MAX_AGE_S = 3600.0  # how long a finished task stays in memory
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # how much the finished tasks of one runtime may hold together
 
 
 class TaskTable(Generic[T]):
@@ -410,13 +402,10 @@ class TaskTable(Generic[T]):
         self.settled_bytes = 0
 
 
-# Steering: a new instruction waits in the task's inbox until :class:`SteeringInbox` hands it to the child before
-# its next model call (a model call cannot be cut halfway). The child finds its task id in its run's metadata, so
-# one instance serves every task. What is left when a run ends is delivered by the runner as a follow-up.
+# Steering waits in the task's inbox until :class:`SteeringInbox` hands it to the child before its next model call
+# (a call cannot be cut halfway); the child finds its task id in its run's metadata, so one instance serves all.
 
-INBOX_METADATA_KEY = "background_task_id"
-"""Run metadata naming the background task a child run belongs to."""
-
+INBOX_METADATA_KEY = "background_task_id"  # run metadata naming the background task a child run belongs to
 STEERING_PREFIX = "[Update from your caller] "
 
 class Inboxes:
@@ -464,10 +453,8 @@ class SteeringInbox(AgentMiddleware):
         return self.before_model(state, runtime)
 
 
-# The models a runtime's loop calls: copies with async HTTP clients of their own. LangChain's OpenAI integration
-# shares one async connection pool between models of the same base URL, and a connection opened on one loop fails
-# on another. So a background child calls copies made for its runtime: its own model at build time
-# (``own_model``), any model another middleware swaps in through :class:`OwnLoopModels`.
+# The models a runtime's loop calls are copies with async HTTP clients of their own: LangChain's OpenAI integration
+# shares one async pool between models of one base URL, and a connection opened on one loop fails on another.
 
 class LoopModels:
     """One runtime's copies of the models its loop calls, each with its own async HTTP client."""
@@ -496,7 +483,7 @@ class LoopModels:
             return copy
 
     async def aclose(self) -> None:
-        """Close the copies' clients (on the runtime's loop, their loop); the copies are forgotten."""
+        """Close the copies' clients (on the runtime's loop, theirs) and forget the copies."""
         with self._lock:
             closers, self._closers = self._closers, []
             self._copies.clear()
@@ -527,10 +514,9 @@ class OwnLoopModels(AgentMiddleware):
         return await handler(request.override(model=self.models.own(request.model)))
 
 
-# Model-call wraps run as one. LangChain runs each ``wrap_model_call`` inside a traced layer that costs two thread
-# hops per model call on ``ainvoke``, a measurable share of CPU with a thousand children. Neighbouring middlewares
-# that say they only wrap model calls (``ChildPolicy(model_call_only=True)``: no other hook, no tools, no state,
-# and they return a ``ModelResponse``) are joined in order into one :class:`FusedModelCalls`.
+# Model-call wraps run as one: LangChain runs each ``wrap_model_call`` in a traced layer costing two thread hops per
+# call on ``ainvoke`` (a measurable share of CPU with a thousand children), so neighbours that only wrap model calls
+# (``ChildPolicy(model_call_only=True)``) are joined in order into one :class:`FusedModelCalls`.
 
 def model_call_only(middleware: Any) -> bool:
     """Whether ``middleware``'s policy says it only wraps model calls and it has no tools, state or other hook."""
@@ -582,8 +568,7 @@ def may_swap_model(middleware: Any) -> bool:
 
 
 def refuse_sync_only_wraps(middleware: Any) -> None:
-    """Refuse a middleware whose model- or tool-call wrap has no async version: a background child runs with
-    ``ainvoke``, whose path has no fallback to a sync-only wrap (it would fail at its first call)."""
+    """Refuse a middleware whose model- or tool-call wrap is sync only (a background child's ``ainvoke`` would fail)."""
     kind = type(middleware)
     for sync, async_ in (("wrap_model_call", "awrap_model_call"), ("wrap_tool_call", "awrap_tool_call")):
         if (getattr(kind, sync, None) is not getattr(AgentMiddleware, sync)
@@ -596,9 +581,8 @@ def refuse_sync_only_wraps(middleware: Any) -> None:
 
 
 def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
-    """A built background child's finished middleware: ours only where they have work. :class:`OwnLoopModels` only
-    if another may swap the model (the child's own is the runtime's copy already); with no other, each run is one
-    model call whose steering comes with its input (:class:`~subagents.background.local.ChildSession`): none."""
+    """A built background child's middleware, ours only where they have work: :class:`OwnLoopModels` only if another
+    may swap the model; with no other, none (each run is one model call, its steering in its input)."""
     for mw in middleware:
         refuse_sync_only_wraps(mw)
     others = [mw for mw in middleware if not isinstance(mw, (SteeringInbox, OwnLoopModels))]
@@ -608,19 +592,16 @@ def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
     return fused_model_calls([mw for mw in middleware if swaps or not isinstance(mw, OwnLoopModels)])
 
 
-# A local task's outcome is written the moment it settles, so a restart between two parent turns loses nothing:
-# beside the thread's checkpoints when the checkpointer is a SQLite file (the record's ``outcome_db``), else in the
-# runtime's memory. An outcome applies only to the same owner, attempt and turn. The SQLite store also keeps a
-# lease per live task, renewed every :data:`LEASE_RENEW_S`: one older than :data:`LEASE_S` proves an owner gone.
+# A local task's outcome is written as it settles, so a restart between two parent turns loses nothing: beside the
+# thread's checkpoints when the checkpointer is a SQLite file (``outcome_db``), else in memory; it applies only to
+# the same owner, attempt and turn. A lease per live task, renewed every :data:`LEASE_RENEW_S`, proves an owner
+# gone once older than :data:`LEASE_S` (six missed renewals).
 
 TABLE = "background_task_outcomes"
 LEASE_TABLE = "background_task_leases"
 LEASE_RENEW_S = 10.0
-"""How often a runtime renews the leases of its live tasks."""
 LEASE_S = 60.0
-"""How old a lease may be before its owner counts as gone (six missed renewals)."""
-MEMORY_MAX_BYTES = 16 * 1024 * 1024
-"""How much outcome text one runtime keeps in memory (oldest dropped first)."""
+MEMORY_MAX_BYTES = 16 * 1024 * 1024  # outcome text one runtime keeps in memory (oldest dropped first)
 
 _MATCH_KEYS = ("owner", "attempt", "turns")
 
@@ -633,9 +614,8 @@ def outcome_for(record: Mapping[str, Any], outcome: Mapping[str, Any] | None) ->
 
 
 class MemoryOutcomes:
-    """Outcomes in this process's memory, at most ``max_bytes``; none dropped whole (an unread outcome lost would
-    report a finished task ``lost``): a large result keeps its start, and past ``max_bytes`` the oldest keep all but
-    their result (which says so); only beyond :data:`MEMORY_MAX_STUBS` are stubs dropped."""
+    """Outcomes in memory, at most ``max_bytes``, none dropped whole (its task would read ``lost``): a large result
+    keeps its start, past ``max_bytes`` the oldest lose their result; beyond :data:`MEMORY_MAX_STUBS`, stubs go."""
 
     def __init__(self, max_bytes: int = MEMORY_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
@@ -677,8 +657,7 @@ class MemoryOutcomes:
         return dict(found) if found is not None else None
 
 
-MEMORY_MAX_STUBS = 10_000
-"""How many outcomes cut to their status (no result) one runtime keeps in memory."""
+MEMORY_MAX_STUBS = 10_000  # outcomes cut to their status (no result) one runtime keeps in memory
 
 
 def _cut_result(fields: dict[str, Any], limit: int) -> dict[str, Any]:
@@ -754,9 +733,8 @@ class SqliteOutcomes:
                      "SELECT value, ?, ? FROM json_each(?)", (owner, at, json.dumps(task_ids))))
 
     def _write(self, *statements: tuple[str, tuple[Any, ...]]) -> None:
-        """Every write to the file: one transaction, each statement over all its rows (a JSON array). The file is
-        the user's checkpoint database, whose connection gives up on a lock after five seconds: a commit per row
-        (a thousand leases) kept it out past that ("database is locked")."""
+        """Every write: one transaction, each statement over all its rows (a JSON array). A commit per row (a thousand
+        leases) kept the checkpointer's connection from the file past its five seconds ("database is locked")."""
         with self._lock:
             conn = self._ready()
             conn.execute("BEGIN IMMEDIATE")
@@ -813,7 +791,6 @@ class SqliteOutcomes:
 
 
 OutcomeStore = MemoryOutcomes | SqliteOutcomes
-"""Keeps the settled fields of a task by id."""
 
 
 class OutcomeStores:
@@ -849,8 +826,7 @@ async def checkpoint_db(config: Mapping[str, Any]) -> str | None:
     return _main_db(rows)
 
 
-_ASYNC_DBS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
-"""An async SQLite connection's file, once asked: a connection keeps its file, and asking needs its loop."""
+_ASYNC_DBS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()  # asked once, on its loop
 
 
 def checkpoint_db_now(config: Mapping[str, Any]) -> str | None:
@@ -896,15 +872,14 @@ def _char_bytes(text: str) -> int:
     return 1 if widest < 0x100 else 2 if widest < 0x10000 else 4
 
 
-_open: weakref.WeakValueDictionary[str, BackgroundRuntime] = weakref.WeakValueDictionary()
-"""Runtimes that are open in this process, by id (weak: a dropped runtime leaves no trace)."""
+_open: weakref.WeakValueDictionary[str, BackgroundRuntime] = weakref.WeakValueDictionary()  # open runtimes, by id
 
 _forked_away: list[Any] = []
 
 
 def _forget_after_fork() -> None:
-    """A forked child has none of its parent's loop threads: it closes its copies of the open runtimes without
-    touching them, and keeps their portals forever (collected, a portal's exit waits for its thread)."""
+    """A forked child has none of its parent's loop threads: it closes its copies of the open runtimes untouched,
+    keeping their portals forever (collected, a portal's exit waits for its thread)."""
     for runtime in list(_open.values()):
         _forked_away.append(runtime._portal_cm)
         runtime.closed, runtime._portal, runtime._portal_cm = True, None, None
@@ -1062,7 +1037,8 @@ class BackgroundRuntime:
         if not self._new_leases:
             asyncio.get_running_loop().call_soon(self._take_leases)
         self._new_leases.setdefault(db, []).append(task_id)
-        self.keep_leases()
+        if self._leases is None or self._leases.done():  # renewed until no live task is left
+            self._leases = self.spawn(self._renew_leases())
 
     def _take_leases(self) -> None:
         leases, self._new_leases = self._new_leases, {}
@@ -1070,13 +1046,8 @@ class BackgroundRuntime:
 
     def _renew(self, by_db: Mapping[str, list[str]]) -> None:
         for db, ids in by_db.items():
-            with contextlib.suppress(Exception):  # a locked file: renewed next time (keep_leases)
+            with contextlib.suppress(Exception):  # a locked file: renewed next time
                 self.outcomes.file(db).renew(self.owner.name, ids, time.time())
-
-    def keep_leases(self) -> None:
-        """Renew the leases of live tasks stored in SQLite files, until none is left (call it from the loop)."""
-        if self._leases is None or self._leases.done():
-            self._leases = self.spawn(self._renew_leases())
 
     async def _renew_leases(self) -> None:
         while True:

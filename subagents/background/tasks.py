@@ -1,9 +1,5 @@
-"""The rules of background tasks over both runners, and waiting for them to settle.
-
-An application simply carries on (finished tasks are announced before the parent's next model call); a script
-that wants a result first waits here (:func:`wait_for_background`), until each task has settled or waits for
-approval.
-"""
+"""The rules of background tasks over both runners, and :func:`wait_for_background` for a script that wants a
+result first (an application carries on: finished tasks are announced before the parent's next model call)."""
 
 from __future__ import annotations
 
@@ -95,8 +91,7 @@ class BackgroundTasks:
 
     @property
     def on_end(self) -> list[EndListener]:
-        """Who is told when a task ends (see :class:`~subagents.background.local.LocalTaskRunner`); a remote task's
-        end once, when this process first sees it. Example: ``tasks.on_end.append(hooks.background_task_ended)``."""
+        """Who is told when a task ends (a remote task's end once, when this process first sees it)."""
         return self.local.on_end
 
     @property
@@ -112,9 +107,8 @@ class BackgroundTasks:
         return record
 
     def start_soon(self, call: TaskCall, ledger: Mapping[str, Any]) -> dict[str, Any] | None:
-        """:meth:`start` from any thread but the loop's, without waiting for the loop, where it can; ``None`` when
-        the start must run on the loop and be waited for (a remote task, the first start on an ``AsyncSqliteSaver``
-        connection, asked for its file on its loop, or a loop found blocked)."""
+        """:meth:`start` from any thread but the loop's, without waiting for the loop; ``None`` when it must run on
+        the loop (a remote task, an ``AsyncSqliteSaver`` not yet asked for its file, or a loop found blocked)."""
         record, fresh = self._new_record(call, ledger)
         if not fresh:
             return record
@@ -143,9 +137,8 @@ class BackgroundTasks:
 
     async def refresh(self, ledger: Mapping[str, Mapping[str, Any]], *, just_started: Collection[str] = ()
                       ) -> dict[str, dict[str, Any]]:
-        """Field updates for every live task whose state moved on since the ledger saw it; a remote one whose server
-        cannot be reached gets a ``note``. ``just_started``: remote tasks the step just before started, not polled
-        yet while pending (their runs have barely begun)."""
+        """Field updates for every live task that moved on (an unreachable remote one gets a ``note``).
+        ``just_started``: remote tasks the step before started, not polled while pending (barely begun)."""
         live = [r for r in ledger.values() if r.get("status") in LIVE_STATUSES and not (
             r["id"] in just_started and r.get("runner") == "remote" and r.get("status") == "pending")]
         waited = {r["id"]: fields for r in live if (fields := self._take_waited(r)) is not None}
@@ -180,9 +173,8 @@ class BackgroundTasks:
 
     async def update(self, record: Mapping[str, Any], message: str, call: TaskCall,
                      decision: str | None = None, *, by_model: bool = False) -> tuple[dict[str, Any], str]:
-        """Steer, answer or follow up; returns the updated record and what happened. ``decision`` answers a waiting
-        task without relying on the message's words. ``by_model``: from a model's tool call, which may refuse an
-        approval but never grant one (only a person approves)."""
+        """Steer, answer or follow up; the updated record and what happened. ``decision`` answers a waiting task
+        whatever the message says; ``by_model``: a model's call, which may refuse an approval but never grant one."""
         current, _ = await self.check(record)
         status = current["status"]
         if status in RETRYABLE_STATUSES:
@@ -286,9 +278,8 @@ class BackgroundTasks:
                                       outcome_db=await checkpoint_db(call.parent_config))
 
     def keep_waited(self, before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]]) -> None:
-        """Keep what a wait (which has no ledger to write) read of the tasks of ``before`` that it saw end or wait
-        for approval, for the next :meth:`refresh` or :meth:`check` of each: else they were read again, and a run
-        the wait ended at its deadline read as merely ``cancelled``."""
+        """Keep what a wait (no ledger to write) saw of tasks that ended or wait for approval, for their next
+        :meth:`refresh` or :meth:`check`: read again, a run the wait ended at its deadline reads as ``cancelled``."""
         for task_id, old in before.items():
             new = after.get(task_id, old)
             if old.get("status") in LIVE_STATUSES and new.get("status") not in (old.get("status"), *ACTIVE_STATUSES):
@@ -321,10 +312,9 @@ class BackgroundTasks:
         return dataclasses.replace(call, parent_config=kept, emit=None, parent_tools=tools)
 
 
-# Waiting for remote tasks: the turn's batched poll every ``every_s``, one coroutine on the runtime's loop, every
-# await bounded by the time left. Runs are also joined (a long-poll answered when the run ends), see
-# :class:`_EndWatch`. A join streams the whole run, which costs the server more than a batched search: on
-# ``langgraph dev`` with 50 tasks, 32 joins open settled them in 3.3 s against 1.9 s by polling.
+# Waiting for remote tasks: the batched poll every ``every_s``, and joins (:class:`_EndWatch`), on the runtime's
+# loop. A join streams the whole run, dearer for the server than a batched search: on ``langgraph dev`` with 50
+# tasks, 32 joins open settled them in 3.3 s against 1.9 s by polling.
 
 async def settle_remote(tasks: BackgroundTasks, records: Mapping[str, Mapping[str, Any]], *,
                         deadline: float, every_s: float = 0.1) -> tuple[dict[str, dict[str, Any]], bool]:
@@ -364,10 +354,9 @@ JOINS_OPEN = 64
 
 
 class _EndWatch:
-    """The pause between polls, cut short when a joined run ends. Where polls read answers in batches, one join at a
-    time on the oldest live task (a batch mostly ends together); where each answer is read by a join
-    (``RemoteTaskRunner.reads_by_join``), every live task is joined and only the rest polled. Each task is joined at
-    most once; the first join that fails leaves the rest of the wait to polls."""
+    """The pause between polls, cut short when a joined run ends: one join at a time where polls read in batches
+    (a batch mostly ends together), every live task where joins read the answers (``reads_by_join``). Each task is
+    joined once at most; the first join that fails leaves the rest of the wait to polls."""
 
     def __init__(self, tasks: BackgroundTasks) -> None:
         self.tasks = tasks
@@ -438,9 +427,7 @@ _INSTANCES: weakref.WeakSet[BackgroundTasks] = weakref.WeakSet()
 def answer_approval(agent: Any, config: Any, task_id: str, decision: Literal["approve", "reject"],
                     reason: str = "") -> dict[str, Any]:
     """Answer a background task waiting for approval, as the person the application asked (the model cannot).
-
-    ``agent`` is the parent graph (with :class:`middleware.BackgroundSubagentMiddleware`), ``config`` names the
-    thread holding the task. Returns the task's updated record (the ledger catches up on the next turn); raises
+    ``agent``: the parent graph; ``config``: its thread. The task's updated record (the ledger catches up next turn);
     :class:`~subagents.errors.TaskStateError` for a task the thread does not hold, not waiting, or not run here.
 
     Example::
@@ -461,8 +448,7 @@ async def aanswer_approval(agent: Any, config: Any, task_id: str, decision: Lite
 
 def approval_answer(values: Mapping[str, Any], task_id: str, decision: str,
                     reason: str) -> tuple[BackgroundRuntime, Coroutine[Any, Any, tuple[dict[str, Any], str]]]:
-    """The runtime to answer on, and the answer, for the task ``task_id`` of a thread's state ``values`` (what
-    :func:`answer_approval` and the middleware's method of that name run)."""
+    """The runtime to answer on, and the answer, for the task ``task_id`` of a thread's state ``values``."""
     ledger = values.get("async_tasks")
     record = usable_records(ledger).get(task_id) if isinstance(ledger, Mapping) else None
     if record is None:
@@ -483,9 +469,8 @@ def approval_answer(values: Mapping[str, Any], task_id: str, decision: str,
 def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
                         tasks: BackgroundTasks | None = None, every_s: float = 0.1) -> bool:
     """Block until the tasks of ``ledger`` (an ``async_tasks`` mapping) have settled; ``False`` on timeout (or a
-    server that hangs). Raises :class:`InvalidArgument` if it has live remote tasks and no ``tasks`` (the
-    :class:`BackgroundTasks` that started them) to poll them with, and :class:`StoredDataError` (naming the task id
-    and field) for a record it cannot wait for.
+    hung server). :class:`InvalidArgument` for live remote tasks and no ``tasks`` (the :class:`BackgroundTasks` that
+    started them); :class:`StoredDataError` for a record it cannot wait for.
 
     Example::
 
