@@ -201,14 +201,13 @@ def _reachable(value: Any, code: set[int], *, copied: bool = False) -> dict[int,
     return found
 
 
-def _shared_with(copied: Any, original: Any) -> str | None:
-    """What a deep copy still shares with its original (``None``: nothing mutable), named for the record."""
+def _shared_with(copied: Any, original: Any, parents: dict[int, Any], code: set[int]) -> str | None:
+    """What a deep copy still shares with the parent's values (``parents``: all they hold, by id), named for the
+    record (``None``: nothing mutable). Any key's, not only its own: a copy may hand back another key's object."""
     if copied is original:
         return f"its deep copy is the original {_type_name(original)}"
-    code: set[int] = set()
-    before = _reachable(original, code)
     for key, item in _reachable(copied, code, copied=True).items():
-        if key in before:
+        if key in parents:
             return f"its deep copy holds the original {_type_name(item)}"
         if isinstance(item, _OS_HANDLES):
             return f"its deep copy holds {_type_name(item)}, the original's OS resource opened again"
@@ -250,31 +249,35 @@ def _holds_same(copied: Any, original: Any, depth: int = 0) -> bool:
 def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """``(copies, withheld)``: each shared value of ``state`` deep-copied for the child (each with a fresh memo),
     so nothing a child changes in place reaches the parent. A value that cannot be copied, or whose copy is or
-    holds the original (a client whose ``__deepcopy__`` returns itself), is never shared unless immutable all
-    the way down: ``withheld`` names it with the reason (the record's ``withheld_keys``)."""
+    holds an original (a client whose ``__deepcopy__`` returns itself, another key's object), is never shared
+    unless immutable all the way down: ``withheld`` names it with the reason (the record's ``withheld_keys``)."""
     copies: dict[str, Any] = {}
     withheld: dict[str, str] = {}
-    for key, value in state.items():
-        if key == "messages":
-            copies[key] = value
-            continue
-        try:
-            if _immutable(value):  # asked of the value too (its class, its metaclass's ==): it may raise
-                copies[key] = value
-                continue
-            copied = copy.deepcopy(value)
-            # A deep copy may hand back the original, or parts of it (functions, classes, loggers, an SDK
-            # client whose __deepcopy__ returns itself): that is no copy, and a child would change the parent's.
-            shared = _shared_with(copied, value)
-        except BaseException as exc:  # noqa: BLE001 - any failure to copy withholds the key, never shares it
-            if _user_stop_in_copy(exc):
-                raise
-            withheld[safe_text(key, 200)] = f"cannot be copied ({_name(exc)}: {safe_text(exc, 200)})"
-            continue
-        if shared is None:
-            copies[key] = copied
-        else:
-            withheld[safe_text(key, 200)] = f"cannot be copied ({shared})"
+    code: set[int] = set()
+    parents: dict[int, Any] = {}  # everything the parent's values hold: no key's copy may hold any of it
+    to_copy: dict[str, Any] = {}
+    for step in ("look", "copy"):
+        for key, value in (state.items() if step == "look" else to_copy.items()):
+            try:
+                if step == "copy":
+                    # A deep copy may hand back the original, parts of it or of another key's value (functions,
+                    # classes, loggers, an SDK client whose __deepcopy__ returns itself or a registry's object):
+                    # that is no copy, and a child would change the parent's.
+                    copied = copy.deepcopy(value)
+                    if (shared := _shared_with(copied, value, parents, code)) is None:
+                        copies[key] = copied
+                    else:
+                        withheld[safe_text(key, 200)] = f"cannot be copied ({shared})"
+                elif key == "messages" or _immutable(value):  # asked of the value too (its class...): may raise
+                    copies[key] = value
+                else:
+                    parents.update(_reachable(value, code))
+                    to_copy[key] = value
+            except BaseException as exc:  # noqa: BLE001 - any failure to copy withholds the key, never shares it
+                if _user_stop_in_copy(exc):
+                    raise
+                withheld[safe_text(key, 200)] = f"cannot be copied ({_name(exc)}: {safe_text(exc, 200)})"
+    copies = {key: copies[key] for key in state if key in copies}  # the state's order
     if withheld:
         log.warning("state keys not given to a subagent: %s", withheld)
     return copies, withheld

@@ -55,26 +55,26 @@ def token_count(value: Any) -> int:
     a huge ``Decimal``) is clamped, anything else (``NaN``, a bool, text) is 0; none gives a budget back."""
     if type(value) is int:  # the usual count, checked first (a bool is no count)
         return min(max(value, 0), MAX_REPORTED_TOKENS)
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, str):
-        text = value.strip()
-        if not (text.isascii() and text.isdigit()):
+    try:  # any other number is untrusted too: one whose int() or comparison raises is no count
+        if isinstance(value, bool):
             return 0
-        digits = text.lstrip("0") or "0"
-        return MAX_REPORTED_TOKENS if len(digits) > 16 else min(int(digits), MAX_REPORTED_TOKENS)
-    if isinstance(value, numbers.Integral):
-        return min(max(int(value), 0), MAX_REPORTED_TOKENS)
-    if isinstance(value, (numbers.Real, decimal.Decimal)):
-        real: Any = value  # compared before converting: a huge Fraction or Decimal does not fit a float
-        try:
+        if isinstance(value, str):
+            text = value.strip()
+            if not (text.isascii() and text.isdigit()):
+                return 0
+            digits = text.lstrip("0") or "0"
+            return MAX_REPORTED_TOKENS if len(digits) > 16 else min(int(digits), MAX_REPORTED_TOKENS)
+        if isinstance(value, numbers.Integral):
+            return min(max(int(value), 0), MAX_REPORTED_TOKENS)
+        if isinstance(value, (numbers.Real, decimal.Decimal)):
+            real: Any = value  # compared before converting: a huge Fraction or Decimal does not fit a float
             if real != real or abs(real) == math.inf:  # NaN, or an infinity: no count at all
                 return 0
             if real >= MAX_REPORTED_TOKENS:
                 return MAX_REPORTED_TOKENS
             return int(real) if real > 0 else 0
-        except (ArithmeticError, TypeError, ValueError):  # a signalling NaN, for one
-            return 0
+    except Exception:  # noqa: BLE001 - a signalling NaN, a hostile subclass
+        return 0
     return 0
 
 
@@ -733,7 +733,7 @@ class TaskMeter(BaseCallbackHandler):
         # A call it let start was sent: failed or abandoned (a stream closed early, a cancelled one reporting
         # nothing), it is charged its prompt and any partial reply, and gives its hold back.
         if run_id in self._calls:
-            self._end_call(run_id, response or LLMResult(generations=[]), unfinished=True)
+            self._end_call(run_id, response or LLMResult(generations=[]))
 
     def _saw(self, error: BaseException, origin: StopReason) -> None:
         if self._raised(error):
@@ -808,20 +808,23 @@ class TaskMeter(BaseCallbackHandler):
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         self._end_call(run_id, response)
 
-    def _end_call(self, run_id: Any, response: LLMResult, *, unfinished: bool = False) -> None:
+    def _end_call(self, run_id: Any, response: LLMResult) -> None:
         call = self._release(run_id)
-        reported_in, reported_out, replied = _usage_of(response)
+        try:
+            reported_in, reported_out, replied = _usage_of(response)
+        except Exception:  # noqa: BLE001 - a report that cannot be read is none: the call is charged what it held
+            reported_in, reported_out, replied = 0, 0, None
         reported_in, reported_out = token_count(reported_in), token_count(reported_out)
         budget = self.budget
         if call is None:  # a call whose start this meter did not see: its report is all there is
             call = _Call(replied, call_price(self.prices or (budget.prices if budget else None), replied), 0, 0, 0.0)
         # A count far below the estimate is charged the estimate at the learned ratio; no count at all is
-        # charged what the call held (16x before a ratio), or a dense tokenizer would pass the limit unseen;
-        # an unfinished one, its estimate (it may have failed before the provider read it all).
+        # charged what the call held (16x before a ratio), failed or cancelled too (the provider may have read
+        # it all), or a dense tokenizer would pass the limit unseen.
         learned = budget.learned(call.model) if budget is not None else None
         charged_in = reported_in
         if reported_in < call.estimate * MIN_TOKEN_SCALE:
-            held = 0 if reported_in or unfinished else call.tokens
+            held = 0 if reported_in else call.tokens
             charged_in = max(held, math.ceil(call.estimate * (learned or 1.0)))
         replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations for g in gs]
         reply_estimate = estimate_tokens(replies)
@@ -961,14 +964,14 @@ class RunMeter(TaskMeter):
                     raise
                 raise RunEnded(refused, Command(graph=node, update={"messages": [self.ended(refused)]})) from refused
 
-    def _end_call(self, run_id: Any, response: LLMResult, *, unfinished: bool = False) -> None:
+    def _end_call(self, run_id: Any, response: LLMResult) -> None:
         for meter in (self, self.in_tools):
             if run_id in meter._calls:  # a call it saw start: any other is another meter's
-                TaskMeter._end_call(meter, run_id, response, unfinished=unfinished)
+                TaskMeter._end_call(meter, run_id, response)
 
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, response: LLMResult | None = None,
                      **kwargs: Any) -> None:
-        self._end_call(run_id, response or LLMResult(generations=[]), unfinished=True)  # as a child's (TaskMeter)
+        self._end_call(run_id, response or LLMResult(generations=[]))  # as a child's (TaskMeter)
 
 
 def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None) -> RunMeter | None:

@@ -833,3 +833,33 @@ def test_a_zone_kept_once_that_holds_fields_of_its_own_is_not_shared(kind):
     copies, withheld = own_copies({"held": [datetime.datetime(2026, 1, 1, tzinfo=zone)]})
     assert "held" not in copies
     assert withheld == {"held": f"cannot be copied (its deep copy holds the original {type(zone).__name__})"}
+
+
+REGISTRY: dict[str, Any] = {"accounts": ["alice"]}
+
+
+class LiveHandle:
+    """A handle whose deep copy is the live registry the parent also holds under another key."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return REGISTRY
+
+
+class CachedAccount:
+    """Rebuilt through a module cache on copy (``__reduce__``): the copy holds the cache's object."""
+
+    def __reduce__(self) -> Any:
+        return (CachedAccount._cached, ())
+
+    @staticmethod
+    def _cached() -> Any:
+        return {"cached": REGISTRY["accounts"]}
+
+
+@pytest.mark.parametrize("value", [LiveHandle(), CachedAccount()], ids=["deepcopy", "reduce"])
+def test_a_copy_holding_another_keys_original_is_withheld(value):
+    # Each copy was checked against its own key's original only: a copy handing back the object the parent
+    # holds under another key reached the child, which changed the parent's registry in place.
+    given, withheld = own_copies({"a": REGISTRY, "b": value})
+    assert set(given) == {"a"} and given["a"] is not REGISTRY and given["a"] == REGISTRY
+    assert withheld == {"b": f"cannot be copied (its deep copy holds the original {'dict' if isinstance(value, LiveHandle) else 'list'})"}

@@ -17,7 +17,18 @@ from subagents.metering import token_count
 from subagents.metering import TaskMeter
 
 ANSWER = "A complete answer from the child, long enough to be kept as it is. " * 2
-HOSTILE = [None, "many", -10**6, math.nan, math.inf, [3], 10**400]
+
+
+class RaisingCount(int):
+    """A count whose conversion and comparisons raise: it made a sent call free (the task ended ``error``)."""
+
+    def _refuse(self, *args: object) -> int:
+        raise RuntimeError("no number here")
+
+    __int__ = __index__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+
+
+HOSTILE = [None, "many", -10**6, math.nan, math.inf, [3], 10**400, RaisingCount(5)]
 
 
 class HostileUsage(ScriptedChatModel):
@@ -61,7 +72,7 @@ def test_bad_counts_on_a_childs_calls_keep_its_answer_and_never_go_negative(run,
     assert record["status"] == "completed", record["error"]
     assert record["result"].startswith("A complete answer")
     assert record["input_tokens"] >= 0 and record["output_tokens"] >= 0
-    assert budget.tokens >= 0
+    assert record["charged_input_tokens"] > 0 and budget.tokens > 0  # whatever it reported, a sent call is charged
     assert out["subagent_usage"]["input_tokens"] >= 0
 
 
