@@ -180,25 +180,16 @@ def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
     on its import path, -m's top module or "")``
     (``cwd`` for ``-m``, ``-c``, ``-`` or stdin; a script's own folder; nothing with ``-I``/``-P``), or
     ``("node", cwd, "")`` for node or a package runner (``npx``, ``npm exec``, ``yarn``...: ``node_modules``)."""
-    words, paths = list(command), []
-    while words and ((wrapper := _WRAPPERS.get(Path(words[0]).name)) is not None or _ASSIGNMENT.match(words[0])):
-        if words[0].startswith("PYTHONPATH="):  # its folders come first on a python's path, "." and "$PWD" too
-            paths = [(cwd / _PWD.sub(str(cwd), e)).resolve() for e in words[0].partition("=")[2].split(":") if e]
-        words.pop(0)
-        valued, positional = wrapper or ((), 0)
-        while words and (words[0].startswith("-") or positional):
-            word = words.pop(0)
-            positional -= not word.startswith("-")
-            if word in valued and words:  # its value is the next word; env -S's is the command's words
-                value = words.pop(0)
-                words[:0] = shell_words(value) if word in ("-S", "--split-string") else []
-    name = Path(words[0]).name.strip("${}") if words else ""
-    if not (name in _NODE or _SHELL.fullmatch(name) or _PYTHON.fullmatch(name)):
-        # A program no table names (ionice, flock, setsid...) may start a python in turn: its first word that
-        # is one is taken as the start (an argument that only looks like one holds more, never less).
-        words = words[next((n for n, w in enumerate(words) if _PYTHON.fullmatch(Path(w).name.strip("${}"))),
-                           len(words)):]
-        name = Path(words[0]).name.strip("${}") if words else ""
+    # Past what runs it (env, nice -n 5, timeout 10, uv run, ionice...): its first word naming one (a look-alike
+    # argument holds more, never less); before it, env -S's value is words, PYTHONPATH's folders first on the path.
+    at = _start(words := list(command))
+    words = [part for n, word in enumerate(words)
+             for part in (shell_words(word) if n < at and words[n - 1:n] in (["-S"], ["--split-string"]) else [word])]
+    at = _start(words)
+    path = next((w for w in reversed(words[:at]) if w.startswith("PYTHONPATH=")), "=").partition("=")[2]
+    paths = [(cwd / _PWD.sub(str(cwd), e)).resolve() for e in path.split(":") if e]
+    words = words[at:]
+    name = _name(words[0]) if words else ""
     if _PYTHON.fullmatch(name):
         yield from ((words[0], folder, "") for folder in paths)
     if name in _NODE:
@@ -231,19 +222,16 @@ def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
 _PYTHON = re.compile(r"(\w*_)?(python|pypy)[0-9.]*(-dbg)?", re.IGNORECASE)  # "$INSTALL_PYTHON" too
 _SHELL = re.compile(r"(ba|da|z|k)?sh")
 _NODE = frozenset({"node", "npx", "npm", "pnpm", "pnpx", "yarn", "bunx", "bun"})  # each runs node_modules' code
-_RUNNER = (("--with", "--python", "-p", "--project", "--directory", "--extra", "--group", "--env-file", "-e",
-           "--environment", "-n", "--name", "--prefix", "--cwd"), 1)
-_WRAPPERS: dict[str, tuple[tuple[str, ...], int]] = {
-    **dict.fromkeys(("then", "do", "else", "if", "while", "until", "nohup", "command"), ((), 0)),
-    "env": (("-u", "--unset", "-C", "--chdir", "-S", "--split-string"), 0), "exec": (("-a",), 0),
-    "nice": (("-n", "--adjustment"), 0), "timeout": (("-s", "--signal", "-k", "--kill-after"), 1),
-    "stdbuf": (("-i", "-o", "-e", "--input", "--output", "--error"), 0), "time": (("-f", "--format", "-o"), 0),
-    "xargs": (("-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
-               "--max-procs", "--max-lines", "--max-chars", "--replace"), 0),
-    **dict.fromkeys(("uv", "poetry", "pipenv", "pdm", "hatch", "conda"), _RUNNER)}
-"""The words before the program a command starts, by name (``/usr/bin/env`` is ``env``): each one's options
-that take a value (``nice -n 5``), and how many words before the program are not options (``timeout``'s
-duration, ``uv run``'s ``run``)."""
+
+
+def _name(word: str) -> str:
+    return Path(word).name.strip("${}") if not _ASSIGNMENT.match(word) else ""
+
+
+def _start(words: list[str]) -> int:
+    """The index of the first of ``words`` naming a program :func:`starts` reads (``len(words)``: none)."""
+    return next((n for n, word in enumerate(words) if (name := _name(word)) in _NODE or _SHELL.fullmatch(name)
+                 or _PYTHON.fullmatch(name)), len(words))
 
 
 _OPERATORS = frozenset({"&&", "||", ";", ";;", "|", "&", "|&", "(", ")", "!", "{", "}"})
