@@ -97,28 +97,21 @@ class Protected:
             self.__dict__.update(_modules=len(sys.modules), _loaded=_loaded_from(self.root))
         key = (self.__dict__["_imports"] and len(sys.modules), self.__dict__.get("_loaded"))
         if self.__dict__.get("_key") != key:
-            found, missing = self._imported()
+            found = dict(self.fixed)
+            missing = {p for p, why in self.fixed.items() if why == STARTUP and not os.path.lexists(p)}
+            if self.root is not None:  # what this program imports from the workspace
+                found.update((p, IMPORTED) for p in self.__dict__["_loaded"] if p not in found)
+                for path in _imported_from(self.__dict__["_imports"], found):
+                    found.setdefault(path, IMPORTED)
+                    missing |= set() if os.path.lexists(path) else {path}
             if "_walked" not in self.__dict__:
                 self.__dict__["_walked"] = self._walk(found)
             walked, links = self.__dict__["_walked"]
             found.update((path, why) for path, why in walked.items() if path not in found)
             missing |= {p for p, why in walked.items() if why in (STARTUP, HOST_IMPORT) and not os.path.lexists(p)}
-            self.__dict__.update(_key=key, _memo=(found, missing, links, _folded(found)))
+            self.__dict__.update(_key=key, _memo=(found, frozenset(missing), links, _folded(found)))
         memo: tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]] = self.__dict__["_memo"]
         return memo
-
-    def _imported(self) -> tuple[dict[Path, str], frozenset[Path]]:
-        """The fixed paths and what this program imports from the workspace; the missing ones of these."""
-        found = dict(self.fixed)
-        missing = {p for p, why in self.fixed.items() if why == STARTUP and not os.path.lexists(p)}
-        if self.root is None:
-            return found, frozenset(missing)
-        found.update((p, IMPORTED) for p in self.__dict__["_loaded"] if p not in found)
-        for path in _imported_from(self.__dict__["_imports"], found):
-            found.setdefault(path, IMPORTED)
-            if not os.path.lexists(path):
-                missing.add(path)
-        return found, frozenset(missing)
 
     def _walk(self, known: dict[Path, str]) -> tuple[dict[Path, str], dict[Path, str]]:
         """The git directories in the workspace, the paths their configs name, and the symlinks leading to a

@@ -113,16 +113,14 @@ class Sandbox:
                 "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--ro-bind", "/dev/null", "/proc/keys"]  # the keyring's names too (its calls: seccomp_filter)
         hidden = _hidden(str(root))
-        for folder in hidden:
-            args += ["--tmpfs", folder]
+        args += [word for folder in hidden for word in ("--tmpfs", folder)]
         reveal = [*reveal, *_kept_in_parent(str(root), hidden)]
         resolver = os.path.realpath("/etc/resolv.conf")
         if self.network and resolver.startswith("/run/"):  # DNS, where resolv.conf points into /run
             args += ["--ro-bind", os.path.dirname(resolver), os.path.dirname(resolver)]
-        for path in sorted(set(reveal), key=lambda p: len(p.parts)):  # before the workspace: never over it
-            args += ["--ro-bind", str(path), str(path)]
-        args += ["--bind", str(root), str(root)]
-        args += _binds(root, protected.inside(root))
+        shown = sorted(set(map(str, reveal)), key=lambda p: p.count("/"))  # before the workspace: never over it
+        args += [word for path in shown for word in ("--ro-bind", path, path)]
+        args += ["--bind", str(root), str(root), *_binds(root, protected.inside(root))]
         # No --setenv: a value on a command line is anyone's to read (/proc/PID/cmdline); the command gets the
         # environment bubblewrap is started with, which its caller makes (environment(), and a server's own).
         return [*args, "--chdir", str(cwd or root), "--", "bash", "-c", command]
@@ -276,11 +274,8 @@ def _links_before(root: Path, protected: Protected) -> dict[str, str | None]:
     """Each step from ``root`` down to each protected path in it -> what stood there (:func:`_kind`) when the run
     first looked: kept with the set, so what a command running beside put there is never the reference."""
     seen: dict[str, str | None] = protected.__dict__.setdefault("_links_before", {})
-    top = os.path.join(str(root), "")
-    for step in map(str, protected.paths):
-        while step.startswith(top) and step not in seen:  # a step seen: the steps above it were
-            seen[step] = _kind(step, None)
-            step = step.rpartition(os.sep)[0]
+    for folder, names in _on_the_way(root, protected.paths):
+        seen.update((step, _kind(step, None)) for step in (folder + os.sep + n for n in names) if step not in seen)
     return seen
 
 
