@@ -127,8 +127,7 @@ class Protected:
             found.update((path, GIT) for path in _leads_to(entry) if path not in found)
             repos.append((entry, entry.parent if entry.name in VCS_DIRS else None))
         for venv in venvs:  # every one, on PATH or not, with what its python runs at its start
-            held = {**dict.fromkeys(_environment_parts(venv, self.root), VENV), **dict(_started_with(venv, self.root))}
-            found.update((path, why) for path, why in held.items() if path not in found)
+            found.update((path, why) for path, why in _environment(venv, self.root, VENV).items() if path not in found)
         if (enclosing := _enclosing(self.root)) is not None:
             repos.append(enclosing)
         found.update((p, DIRENV) for envrc in envrcs for p in _direnv_loads(envrc, self.root) if p not in found)
@@ -222,8 +221,7 @@ def _environment_of(folder: Path, root: Path) -> dict[Path, str]:
     if root not in folder.parents:
         return {folder: PROGRAMS}
     if is_environment(folder.parent):
-        return {**dict.fromkeys(_environment_parts(folder.parent, root), PROGRAMS),
-                **dict(_started_with(folder.parent, root))}
+        return _environment(folder.parent, root, PROGRAMS)
     if folder.parent != root and folder.parent.name == "node_modules":
         return {folder.parent: PROGRAMS}
     targets = [folder]
@@ -242,22 +240,22 @@ def is_environment(folder: Path) -> bool:
 
 
 _ENVIRONMENT_PARTS = ("bin", "lib", "lib64", "pyvenv.cfg", "conda-meta")
-"""What of an environment at the workspace root is held (the workspace itself is the agent's to change)."""
 
 
-def _environment_parts(venv: Path, root: Path) -> list[Path]:
-    """The environment ``venv``, whole, or where it is the workspace ``root`` itself, its own parts."""
-    return [venv] if venv != root else [root / name for name in _ENVIRONMENT_PARTS]
+def _environment(venv: Path, root: Path, why: str) -> dict[Path, str]:
+    """The environment ``venv`` whole (at the workspace ``root`` itself, :data:`_ENVIRONMENT_PARTS`: the workspace is
+    the agent's to change) -> ``why``, with what its python runs at its start (:func:`_started_with`)."""
+    held = [venv] if venv != root else [root / name for name in _ENVIRONMENT_PARTS]
+    return {**dict.fromkeys(held, why), **dict(_started_with(venv, root, held))}
 
 
 _AT_START = ("sitecustomize", "usercustomize")
 """What Python imports at every start, unasked, from any folder on its path."""
 
 
-def _started_with(venv: Path, root: Path) -> Iterator[tuple[Path, str]]:
+def _started_with(venv: Path, root: Path, held: list[Path]) -> Iterator[tuple[Path, str]]:
     """What ``venv``'s python runs at its start from ``root`` outside ``venv``: :data:`_AT_START` in every form in
     each folder its ``.pth`` files add (an editable install's ``src``), and its base interpreter's environment."""
-    held = _environment_parts(venv, root)
 
     def inside(path: str) -> Path | None:
         found = Path(os.path.realpath(path))

@@ -130,24 +130,20 @@ class GlobWalk:
                 return
             here = states.pop(folder, frozenset())
             deeper = []
-            for counted, name in enumerate(dirs, 1):
+            names = [*((name, True) for name in dirs), *((name, False) for name in (() if self.dirs_only else files))]
+            for counted, (name, is_dir) in enumerate(names, 1):
                 if counted % CHECK_EVERY == 0 and self._out_of_time():
                     return
-                if name in self.skipped:
+                if is_dir and name in self.skipped:
                     continue
-                after = automaton.step(here, name, real_folder=not os.path.islink(os.path.join(folder, name)))
-                if automaton.done in after:
+                path = os.path.join(folder, name)
+                after = automaton.step(here, name, real_folder=is_dir and not os.path.islink(path))
+                if automaton.done in after and (is_dir or not must_exist or os.path.exists(path)):
                     yield Path(folder, name)
-                if any(index < automaton.done for index in after):  # a match may lie below it
-                    states[os.path.join(folder, name)] = after
+                if is_dir and any(index < automaton.done for index in after):  # a match may lie below it
+                    states[path] = after
                     deeper.append(name)
             dirs[:] = deeper
-            for counted, name in enumerate(() if self.dirs_only else files, 1):
-                if counted % CHECK_EVERY == 0 and self._out_of_time():
-                    return
-                if automaton.done in automaton.step(here, name) and (
-                        not must_exist or os.path.exists(os.path.join(folder, name))):
-                    yield Path(folder, name)
 
 
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
