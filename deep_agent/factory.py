@@ -127,10 +127,8 @@ def create_deep_agent(
         skills, memory = _paths("skills", skills), _paths("memory", memory)
         # Without one of the four, no backend: a spec's ``skills`` then stay folders on disk (docs/migrating.md).
         backend = _or_state_backend(backend) if any(_given(v) for v in (skills, memory, permissions)) else backend
-        # deepagents resolves a model name itself (its provider profiles): children inherit the model it made.
-        root_model: BaseChatModel | None = None if isinstance(model, str | None) else resolve_root_model(model)
-    else:
-        root_model = resolve_root_model(model)
+    # deepagents resolves a model name itself (its provider profiles): children inherit the model it made.
+    root_model = None if with_deepagents and isinstance(model, str | None) else resolve_root_model(model)
     remote = (*settings.background.background_subagents, *(s for s in subagents if is_async_spec(s)))
     settings = settings.updated(state_schemas=parent_state_schemas(state_schema, middleware))
     check_ledger_fields(state_schema, "create_deep_agent: argument 'state_schema'")

@@ -135,12 +135,10 @@ MAX_ARGS = 9000
 
 @contextlib.contextmanager
 def _sources_opened(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
-    """``argv`` as bubblewrap, ``--args`` and a descriptor holding its options (no argument list limits them), each
-    bind's source a descriptor opened one name at a time (:func:`_opened`); the descriptors, open while held.
-
-    A bind by path is followed when bubblewrap mounts it: a folder on the way to a protected path swapped for a
-    symlink to the home had the home bound writable. :class:`SpawnFailed` where a source is a symlink or missing,
-    or bubblewrap cannot take them all (:data:`MAX_ARGS`): unbound, a protected path would be the command's."""
+    """``argv`` as bubblewrap, ``--args`` and a descriptor holding its options, each bind's source a descriptor
+    opened one name at a time (a bind by path is followed: a folder swapped for a symlink to the home had the home
+    bound writable); the descriptors, open while held. :class:`SpawnFailed` where a source is a symlink or missing,
+    or past :data:`MAX_ARGS`: unbound, a protected path would be the command's."""
     binds = sum(w in BIND_FD for w in argv)
     if len(argv) + 1 > MAX_ARGS:  # its own, and "--args FD" for them
         raise SpawnFailed(f"the workspace has more protected paths and folders on their way than bubblewrap can "
@@ -269,17 +267,11 @@ OPENAT2 = 437
 
 
 def seccomp_filter(machine: str | None = None) -> bytes | None:
-    """The seccomp program bubblewrap installs: the kernel keyring calls, io_uring, a socket of any family but
-    :data:`SOCKET_FAMILIES`, and a set-user-ID or set-group-ID mode (:data:`MODE_CALLS`) fail with ``EPERM``.
-
-    The keyring is no namespace bubblewrap unshares: a command read the keys of the session that started the
-    program (Docker's default profile refuses the same calls). A unix socket bound to a path reaches whoever
-    listens there, whatever namespace or read-only mount is between, a vsock one the host's ports: so ``socket()``
-    is allowed for the internet families and netlink only (``getaddrinfo`` asks the interfaces through it);
-    ``socketpair`` reaches no one else. io_uring makes sockets without a ``socket()`` seccomp could see: refused
-    whole. A call through another architecture's interface (``int 0x80`` on x86_64) is refused whatever it is.
-    ``None`` on a machine not listed (no filter there).
-    """
+    """The seccomp program bubblewrap installs (``None`` on a machine not listed): the kernel keyring calls (no
+    namespace: a command read the session's keys), io_uring (sockets ``socket()`` never sees), a socket of any family
+    but :data:`SOCKET_FAMILIES` (a unix socket reaches whoever listens at its path, a vsock the host's ports;
+    ``getaddrinfo`` asks netlink), a set-user-ID or set-group-ID mode (:data:`MODE_CALLS`), and a call through another
+    architecture's interface (``int 0x80`` on x86_64) fail with ``EPERM``."""
     calls = _CALLS.get(machine or os.uname().machine)
     if calls is None:
         return None

@@ -113,13 +113,9 @@ def what_would_run(spec: Any) -> list[str]:
 
 
 def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path]:
-    """The files (and folders) inside ``folder`` that one agent definition's hooks and MCP servers name, sorted
-    and resolved (the trust fingerprint covers them, so a changed script asks again).
-
-    A command's word names an existing file, or one to come if it holds a ``/`` or is a program's first
-    argument with a suffix (``bash guard.sh``); a folder only in an ``env`` value or ``NAME=value`` word (a folder
-    argument is work). After ``cd DIR``, the words are found from ``DIR``. With ``outside``, also what a relative word
-    names outside ``folder``, never an absolute path."""
+    """The files (and folders) inside ``folder`` that one agent definition's hooks and MCP servers name, sorted and
+    resolved (the trust fingerprint covers them), as :func:`command_files` finds them (an ``env`` value's folders
+    too); with ``outside``, also what a relative word names outside ``folder``, never an absolute path."""
     start = folder.resolve()
     root = None if outside else start
     found: set[Path] = set()
@@ -137,8 +133,10 @@ def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path
 
 
 def command_files(words: list[str], base: Path, root: Path | None) -> set[Path]:
-    """What a shell command's ``words`` name, found from ``base`` (its cwd), as :func:`files_run_by` says; and
-    for ``python -m pkg.mod``, what the start folder (first on its import path) holds for ``pkg``, missing or not."""
+    """What a shell command's ``words`` name from ``base`` (its cwd; after ``cd DIR``, ``DIR``): an existing file, or
+    one to come if the word holds a ``/`` or is a program's first argument with a suffix (``bash guard.sh``); a folder
+    only in a ``NAME=value`` word (a folder argument is work); for ``python -m pkg.mod``, ``pkg`` in its start folder.
+    """
     found: set[Path] = set()
     for command, cwd in simple_commands(words, base):
         program = [word for word in command if not _ASSIGNMENT.match(word)][:1]  # `bash guard.sh`: its next word
@@ -175,11 +173,9 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
 
 
 def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
-    """What a simple command started from ``cwd`` loads from a folder, past ``env``, ``exec``, ``uv run``... and
-    ``sh -c '...'`` (nested too: each script is shorter, so it ends): ``(its interpreter word, the folder first
-    on its import path, -m's top module or "")``
-    (``cwd`` for ``-m``, ``-c``, ``-`` or stdin; a script's own folder; nothing with ``-I``/``-P``), or
-    ``("node", cwd, "")`` for node or a package runner (``npx``, ``npm exec``, ``yarn``...: ``node_modules``)."""
+    """What a simple command started from ``cwd`` loads from a folder, through ``sh -c '...'`` too: ``(its python
+    word, the folder first on its import path: cwd, or a script's own; -m's top module or "")`` (nothing with
+    ``-I``/``-P``), or ``("node", cwd, "")`` for node or a package runner (``npx``, ``yarn``: ``node_modules``)."""
     # Past what runs it (env, nice -n 5, timeout 10, uv run, ionice...): its first word naming one (a look-alike
     # argument holds more, never less); before it, env -S's value is words, PYTHONPATH's folders first on the path.
     at = _start(words := list(command))
@@ -249,9 +245,8 @@ STDLIB_TRIES = frozenset({"org", "java", "docutils", "vms_lib", "_winreg", "win3
 
 @functools.cache
 def import_names() -> frozenset[str]:
-    """Every top-level name an import could ask for: the standard library's, every installed package's
-    (an optional dependency tried and missing), ``sitecustomize``/``usercustomize``, and what the standard
-    library itself tries beyond its own names (:data:`STDLIB_TRIES`). Found once."""
+    """Every top-level name an import could ask for: the standard library's (:data:`STDLIB_TRIES` too), every
+    installed package's (an optional dependency tried and missing), ``sitecustomize``/``usercustomize``."""
     names = {*sys.stdlib_module_names, *importlib.metadata.packages_distributions(), "sitecustomize", "usercustomize",
              *STDLIB_TRIES}
     return frozenset(name for name in names if name.isidentifier())

@@ -150,11 +150,9 @@ _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | o
 
 
 def walk(top: Path | str, _parent: int | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
-    """``os.fwalk(top)``'s folders, names and files, top-down (prune ``dirs`` in place), opening folders only.
-
-    ``os.fwalk`` opens its top with a blocking ``open`` (a FIFO waits for ever): each folder is opened
-    ``O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK`` (from ``_parent``, by name), so a pipe or symlink swapped in is not
-    entered."""
+    """``os.fwalk(top)``'s folders, names and files, top-down (prune ``dirs`` in place), each folder opened by name
+    ``O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK``: a pipe or symlink swapped in is not entered (``os.fwalk``'s blocking
+    ``open`` of its top waited for ever on a FIFO)."""
     try:
         fd = os.open(top if _parent is None else os.path.basename(top), _FOLDER_FLAGS, dir_fd=_parent)
     except OSError:  # a symlinked folder, or no folder any more
