@@ -1,9 +1,7 @@
 """The turns of one command-line run: stream with a live tree, ask for approvals, summarise.
 
-A turn that fails leaves the thread as it was before it (its messages are removed again, its task records stay),
-so continuing the thread never sends two user messages in a row. The tasks it cut short are kept as ``cancelled``,
-with their transcript: a delegation records itself when its tool call returns, and Ctrl-C (or a failing sibling)
-ends the turn before that.
+A turn that fails leaves the thread as it was (docs/cli.md); the tasks it cut short are recorded ``cancelled``
+here: a delegation records itself when its tool call returns, and Ctrl-C (or a failing sibling) came first.
 """
 
 from __future__ import annotations

@@ -253,8 +253,7 @@ def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
 
 
 def _checked_database(state: Path, *, must_exist: bool) -> Path:
-    """The state folder's ``state.sqlite``, if it and the journals SQLite opens beside it by name are regular
-    files reached with no symlink (or not there yet)."""
+    """The state folder's ``state.sqlite``, if it and its journals are regular files (or missing), no symlink."""
     path = state / "state.sqlite"
     for file in (path, *(path.with_name(f"{path.name}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
         try:

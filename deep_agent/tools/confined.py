@@ -125,12 +125,8 @@ def spawned(build: Build, pasta: str | None, record: str | None = None, keep: tu
                     os.close(joined)
 
 
-BIND_FD = {"--bind": "--bind-fd", "--ro-bind": "--ro-bind-fd"}
-"""bubblewrap's binds by path -> by descriptor (bubblewrap 0.8, which ``--disable-userns`` needs too)."""
-
-
-MAX_ARGS = 9000
-"""bubblewrap's own cap on its arguments, those it reads from ``--args`` counted."""
+BIND_FD = {"--bind": "--bind-fd", "--ro-bind": "--ro-bind-fd"}  # bubblewrap 0.8's (--disable-userns needs it too)
+MAX_ARGS = 9000  # bubblewrap's own cap on its arguments, those it reads from --args counted
 
 
 @contextlib.contextmanager
@@ -254,16 +250,14 @@ NS_GET_USERNS = 0xB701  # nsfs ioctl: a descriptor of the user namespace owning 
 
 _CALLS = {"x86_64": (0xC000003E, (248, 249, 250), 41), "aarch64": (0xC00000B7, (217, 218, 219), 198)}
 """Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket."""
-IO_URING = (425, 426, 427)
-"""io_uring_setup, io_uring_enter and io_uring_register: the same numbers on every architecture (Linux 5.1)."""
+IO_URING = (425, 426, 427)  # io_uring_setup, _enter and _register: the same on every architecture (Linux 5.1)
 SOCKET_FAMILIES = (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)
 """The families a command may make a socket of: the command's own network namespace holds what they reach."""
 MODE_CALLS = {"x86_64": ((90, 1), (91, 1), (268, 2), (452, 2), (2, 2), (257, 3), (85, 1), (133, 1), (259, 2)),
               "aarch64": ((52, 1), (53, 2), (452, 2), (56, 3), (33, 2))}
 """Machine -> (call, index of its mode argument) of chmod, fchmod, fchmodat, fchmodat2, open, openat, creat, mknod
 and mknodat (those it has): a mode with the set-user-ID or set-group-ID bit is refused."""
-OPENAT2 = 437
-"""openat2, whose mode is in a struct seccomp cannot read: ``ENOSYS``, so a program falls back to ``openat``."""
+OPENAT2 = 437  # openat2: its mode is in a struct seccomp cannot read; ENOSYS, so a program falls back to openat
 
 
 def seccomp_filter(machine: str | None = None) -> bytes | None:

@@ -1,9 +1,6 @@
 """What hooks and MCP servers run: their commands, and the files those name; and what Python could import.
 
-Folder trust (:mod:`deep_agent.cli.folder_trust`) shows the commands and fingerprints the files, so a
-changed script asks again; the protected set (:mod:`deep_agent.tools.protected`) reads what this program
-could import (:func:`would_import`), the words of git's configs (:func:`shell_words`) and what they start
-(:func:`starts`: a python's start folder, a package runner's ``node_modules``).
+Read by folder trust (:mod:`deep_agent.cli.folder_trust`) and the protected set (:mod:`deep_agent.tools.protected`).
 """
 
 from __future__ import annotations
@@ -48,8 +45,7 @@ def shell_words(command: str) -> list[str]:
             for part in (_OPERATOR.findall(word) if word and set(word) <= set(lexer.punctuation_chars) else [word])]
 
 
-_OPERATOR = re.compile(r"&&|\|\||;;|\|&|[<>]&|&>|>>|<<|[();<>|&]")
-"""How a run of ``sh``'s operator characters splits into operators (``);`` is ``)`` then ``;``)."""
+_OPERATOR = re.compile(r"&&|\|\||;;|\|&|[<>]&|&>|>>|<<|[();<>|&]")  # sh's operators in a run of them (`);`)
 
 # Where a word is split again into the paths it may hold: --out=./x, PYTHONPATH=a:b, a quoted "sh x".
 WORD_PARTS = re.compile(rf"[\s={re.escape(os.pathsep)}]+")

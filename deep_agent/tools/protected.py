@@ -114,8 +114,7 @@ class Protected:
         return memo
 
     def _walk(self, known: dict[Path, str]) -> tuple[dict[Path, str], dict[Path, str]]:
-        """The git directories in the workspace, the paths their configs name, and the symlinks leading to a
-        protected path (``known`` or these) -> their text."""
+        """The git directories in the workspace, what their configs name; symlinks to a protected path -> their text."""
         if self.root is None:
             return {}, {}
         found = dict(known)
@@ -249,8 +248,7 @@ def _environment(venv: Path, root: Path, why: str) -> dict[Path, str]:
     return {**dict.fromkeys(held, why), **dict(_started_with(venv, root, held))}
 
 
-_AT_START = ("sitecustomize", "usercustomize")
-"""What Python imports at every start, unasked, from any folder on its path."""
+_AT_START = ("sitecustomize", "usercustomize")  # imported at every start, unasked, from any folder on the path
 
 
 def _started_with(venv: Path, root: Path, held: list[Path]) -> Iterator[tuple[Path, str]]:
@@ -351,8 +349,7 @@ def _inside(root: Path) -> Callable[[str], Path | None]:
 
 
 def _imported_from(folders: list[Path], found: dict[Path, str]) -> Iterator[Path]:
-    """What the next start of this program could load from ``folders``, existing or not, for every name it
-    imported or any import could ask for (an optional one missing, ``sitecustomize``)."""
+    """What the next start of this program could load from ``folders``, existing or not, for any name imported."""
     names = import_names() | {name for name in list(sys.modules) if "." not in name}
     for folder in (f for f in folders if not any(p in found for p in (f, *f.parents))):
         yield from would_import(folder, names)

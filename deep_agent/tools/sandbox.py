@@ -331,8 +331,7 @@ def _on_the_way(root: Path, paths: Iterable[Path]) -> list[tuple[str, list[str]]
     return sorted(((f, sorted(n)) for f, n in names.items()), key=lambda item: item[0].split(os.sep))
 
 
-_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-"""A folder opened by name in the folder it is in: never through a symlink, whatever a command put there since."""
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # by name in its folder: never a symlink
 
 
 def _walk_all(root: Path) -> Iterator[tuple[Path, int, list[str], list[str]]]:
@@ -360,13 +359,11 @@ def _walk_all(root: Path) -> Iterator[tuple[Path, int, list[str], list[str]]]:
             os.close(fd)
 
 
-_HELD = 64
-"""Descriptors a walk holds at most."""
+_HELD = 64  # descriptors a walk holds at most
 
 
 def _reach(held: list[tuple[int, int]], depth: int, here: Path) -> int | None:
-    """A descriptor of ``here`` (``depth`` levels down), opened from the deepest of its folders ``held`` (its
-    parent, but where that was let go) and held; ``None`` if it is gone or not a folder."""
+    """A descriptor of ``here`` (``depth`` down), opened from the deepest of its folders ``held``; ``None`` if gone."""
     while len(held) > 1 and held[-1][0] >= depth:  # depth first: whatever is held deeper is done with
         os.close(held.pop()[1])
     for step in range(held[-1][0] + 1, depth + 1):
@@ -421,8 +418,7 @@ def _lexists(name: str, parent: int) -> bool:
 
 @contextlib.contextmanager
 def _folder_of(root: Path, path: Path) -> Iterator[int | None]:
-    """The folder holding ``path`` (in ``root``), opened step by step from ``root``, never through a symlink;
-    ``None`` where a step is missing or not a folder."""
+    """The folder holding ``path`` (in ``root``), opened step by step, no symlink; ``None`` if a step is no folder."""
     fd: int | None = None
     with contextlib.suppress(OSError, ValueError):
         fd = os.open(root, _FOLDER)
@@ -581,8 +577,7 @@ _ALWAYS_HIDDEN = ("/tmp", "/var/tmp", "/run", "/home", "/root")
 
 
 def _kept_in_parent(root: str, hidden: list[str]) -> list[Path]:
-    """The interpreter's and ``PATH``'s folders (with their virtual environment or ``node_modules``) in the
-    workspace's parent :func:`_hidden` mounts empty, shown again read-only."""
+    """The interpreter's and ``PATH``'s folders in the workspace's parent :func:`_hidden` empties, shown read-only."""
     parent = str(Path(root).parent)
     if parent not in hidden or parent in {*map(str, homes()), *_ALWAYS_HIDDEN}:
         return []
