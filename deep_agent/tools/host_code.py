@@ -114,17 +114,14 @@ def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path
     too); with ``outside``, also what a relative word names outside ``folder``, never an absolute path."""
     start = folder.resolve()
     root = None if outside else start
-    found: set[Path] = set()
-    named: list[tuple[list[str], Path]] = [(shell_words(command), start)
-                                           for _, command in _hook_commands(getattr(spec, "hooks", None) or {})]
+    found = {p for _, command in _hook_commands(getattr(spec, "hooks", None) or {})
+             for p in command_files(shell_words(command), start, root)}
     for _, server in _servers(getattr(spec, "mcp_config", None) or {}):
         base = _resolved(start / str(server["cwd"])) if server.get("cwd") else start
         if isinstance(server.get("command"), str) and base is not None:
-            named.append(([str(server["command"]), *_args(server)], base))
+            found |= command_files([str(server["command"]), *_args(server)], base, root)
             found.update(p for value in _env(server).values() for w in WORD_PARTS.split(str(value))
                          if (p := _inside(w, base, root, folders=True)) is not None)
-    for words, base in named:
-        found |= command_files(words, base, root)
     return sorted(found)
 
 

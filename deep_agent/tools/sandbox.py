@@ -48,12 +48,8 @@ ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE",
                "LC_PAPER", "LC_TELEPHONE")
 """Variables a sandboxed command gets (with ``pass_env``). ``LC_*`` by name: ``LC_API_TOKEN`` is no locale."""
 
-class SandboxUnavailable(SubagentsError, RuntimeError):
+class SandboxUnavailable(SpawnFailed):
     """What the sandbox needs is missing (:attr:`program`) or failed to start."""
-
-    def __init__(self, message: str, program: str) -> None:
-        super().__init__(message)
-        self.program = program
 
 
 class SetAsideUnchecked(SubagentsError, RuntimeError):
