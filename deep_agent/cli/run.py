@@ -216,10 +216,11 @@ def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.N
     return skipped, [f"skipped {message}" for message in problems.values()]
 
 
-def untrusted_agents(found: Any, trust_now: bool, *, confined: bool, commands: Any) -> set[str]:
-    """Names of the current folder's command-running agent files (``commands``) a person has not trusted:
-    ``--trust-folder`` trusts it now; on a terminal the user sees every command and is asked once."""
+def untrusted_agents(found: Any, trust_now: bool, *, confined: bool = True, commands: Any = None) -> set[str]:
+    """Names of the current folder's command-running agent files a person has not trusted (``commands``: known
+    already): ``--trust-folder`` trusts it now; on a terminal the user sees every command and is asked once."""
     folder = Path.cwd()
+    commands = folder_commands(found.definitions.values(), folder) if commands is None else commands
     if not commands:
         return set()
     record, digest = TrustRecord(config_dir()), fingerprint(commands)

@@ -5,6 +5,7 @@ Read by folder trust (:mod:`deep_agent.cli.folder_trust`) and the protected set 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.machinery
 import importlib.metadata
@@ -53,16 +54,13 @@ WORD_PARTS = re.compile(rf"[\s={re.escape(os.pathsep)}]+")
 
 def read_regular(path: Path, limit: int) -> bytes:
     """The first ``limit`` bytes of ``path`` if it is a regular file (checked once open: a pipe never blocks)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return b""
-    try:
-        return os.read(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
+        try:
+            return os.read(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        finally:
+            os.close(fd)
+    return b""
 
 
 def _hook_commands(value: Any, event: str = "") -> Iterator[tuple[str, str]]:

@@ -109,7 +109,8 @@ class Protected:
             walked, links = self.__dict__["_walked"]
             found.update((path, why) for path, why in walked.items() if path not in found)
             missing |= {p for p, why in walked.items() if why in (STARTUP, HOST_IMPORT) and not os.path.lexists(p)}
-            self.__dict__.update(_key=key, _memo=(found, frozenset(missing), links, _folded(found)))
+            folded = {_fold(path): why for path, why in reversed(found.items())}  # the first reason wins
+            self.__dict__.update(_key=key, _memo=(found, frozenset(missing), links, folded))
         memo: tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]] = self.__dict__["_memo"]
         return memo
 
@@ -360,10 +361,6 @@ def _fold(path: Path) -> str:
     return str(path).casefold()
 
 
-def _folded(paths: dict[Path, str]) -> dict[str, str]:
-    return {_fold(path): reason for path, reason in reversed(paths.items())}  # the first reason wins
-
-
 def _git_entries(root: Path, symlinks: list[Path], venvs: list[Path], envrcs: list[Path]) -> Iterator[Path]:
     """Every :data:`VCS_DIRS` entry in the workspace and folder git takes for a git directory; the symlinks, Python
     environments (the root too) and ``.envrc`` files met go to the lists named so."""
@@ -545,13 +542,10 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                         continue
                     if root not in path.parents or os.path.lexists(path / ".git"):
                         continue  # outside, or a working tree (a submodule's core.worktree)
-                    if name != part:
-                        if os.path.isfile(path):
-                            yield path, CONFIG
-                    elif not os.path.lexists(path):
-                        if shaped:
-                            yield path, CONFIG
-                    elif not command or not os.path.isdir(path):  # a folder a command is given is its work
+                    # A tail names a file; a whole part missing its shape, existing a file or a value's folder (a
+                    # folder a command is given is its work).
+                    if (os.path.isfile(path) if name != part else shaped if not os.path.lexists(path)
+                            else not command or not os.path.isdir(path)):
                         yield path, CONFIG
             # What the value run as a command runs or imports from its cwd, git's: the working tree's top.
             yield from ((path, RUN) for path in command_files(words, top, root))
