@@ -306,26 +306,21 @@ def pattern_size(pattern: str) -> float:
     last = 0.0  # the size of the item a quantifier would repeat
     i = 0
     while i < len(pattern):
-        char = pattern[i]
+        char, start, i = pattern[i], i, i + 1
         if char == "(":
             totals.append(0.0)
-            i += 1
-            continue
-        if char == ")" and len(totals) > 1:
+        elif char == ")" and len(totals) > 1:
             last = max(totals.pop(), 1.0)
             totals[-1] += last
-            i += 1
-            continue
-        if char == "{" and (repeat := _REPEAT.match(pattern, i)) and any(repeat.groups()):
-            counts = [g for g in repeat.groups() if g]
-            count = max(float(g) if len(g) < 12 else float("inf") for g in counts)
+        elif char == "{" and (repeat := _REPEAT.match(pattern, start)) and any(repeat.groups()):
+            count = max(float(g) if len(g) < 12 else float("inf") for g in repeat.groups() if g)
             totals[-1] += last * (count - 1)
             last *= count
             i = repeat.end()
-            continue
-        i = _class_end(pattern, i) if char == "[" else i + (2 if char == "\\" else 1)
-        totals[-1] += 1
-        last = 1.0
+        else:
+            i = _class_end(pattern, start) if char == "[" else start + (2 if char == "\\" else 1)
+            totals[-1] += 1
+            last = 1.0
     return sum(totals)
 
 
