@@ -275,7 +275,8 @@ def _globbed(ws: Workspace, folder: Path, pattern: str) -> tuple[list[Path], boo
         start, segments, dirs_only = walkable_from(folder, pattern)
         walk = GlobWalk(start, segments, dirs_only=dirs_only, skipped=_SKIPPED_DIRS,
                         deadline=time.monotonic() + GLOB_SECONDS)
-        matches = (p for p in walk if ws.holds(p) and not _skipped(ws, p))
+        matches = (p for p in walk if ws.holds(p) and not (
+            p.is_relative_to(ws.root) and _SKIPPED_DIRS.intersection(p.relative_to(ws.root).parts)))
         found = list(islice(matches, MAX_GLOB_SCANNED + 1))
     except (ValueError, OSError, RecursionError) as exc:
         raise ToolException(f"pattern {pattern!r}: {exc}") from None
@@ -294,10 +295,6 @@ def _walkable(ws: Workspace, folder: Path, pattern: str) -> str:
         elif segment not in ("", ".", "**"):
             depth += 1
     return pattern
-
-
-def _skipped(ws: Workspace, path: Path) -> bool:
-    return path.is_relative_to(ws.root) and any(part in _SKIPPED_DIRS for part in path.relative_to(ws.root).parts)
 
 
 def pattern_size(pattern: str) -> float:
