@@ -219,9 +219,8 @@ def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
             # Answered for deepagents' patch only, and taken out of what it returns: the model step answers them.
             stand_ins = [ToolMessage("", tool_call_id=call["id"]) for call in left]
             patched = super().before_agent(cast("Any", {**state, "messages": [*messages, *stand_ins]}), runtime)
-            if patched is None:
-                return None
-            return {"messages": [m for m in patched["messages"] if not any(m is s for s in stand_ins)]}
+            return None if patched is None else {"messages": [m for m in patched["messages"]
+                                                              if not any(m is s for s in stand_ins)]}
 
     return [PatchOlderToolCalls()]
 

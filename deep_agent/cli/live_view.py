@@ -200,9 +200,10 @@ class TaskTree:
         self._root_since = self.started
 
     def feed(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> None:
-        if mode == "custom" and isinstance(chunk, dict):
-            if handler := {"subagent_task": self.event, "subagent_progress": self.progress}.get(chunk.get("type")):
-                handler(chunk)
+        if mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_task":
+            self.event(chunk)
+        elif mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_progress":
+            self.progress(chunk)
         elif mode == "updates" and not namespace and isinstance(chunk, Mapping):
             for update in chunk.values():
                 for part in update if isinstance(update, list) else [update]:
@@ -238,10 +239,11 @@ class TaskTree:
             self._root_since = time.monotonic()  # the root's next step (a model call, its tools) starts now
             self.messages.append(message)
             usage = getattr(message, "usage_metadata", None)
-            # An approval's resume writes the same AI message again (edited or as it was): one call, once.
-            if (message_id := getattr(message, "id", None)) is not None and message_id in self._counted:
-                continue
-            self._counted.add(message_id)
+            if (message_id := getattr(message, "id", None)) is not None:
+                # An approval's resume writes the same AI message again (edited or as it was): one call, once.
+                if message_id in self._counted:
+                    continue
+                self._counted.add(message_id)
             if getattr(message, "type", "") == "ai" and isinstance(usage, Mapping) and usage:
                 self.root_usage["model_calls"] += 1  # the server's counts, clamped: never trusted
                 self.root_usage["input_tokens"] += token_count(usage.get("input_tokens"))

@@ -355,9 +355,8 @@ class TaskRow:
 
     def waiting(self, now: float | None = None) -> float:
         """The time it has spent waiting for approval, the pause going on now included."""
-        if self.paused_since is None:
-            return self.waiting_s
-        return self.waiting_s + max(0.0, (now if now is not None else time.time()) - self.paused_since)
+        paused = 0.0 if self.paused_since is None else (now if now is not None else time.time()) - self.paused_since
+        return self.waiting_s + max(0.0, paused)
 
     def timing(self, now: float | None = None) -> str:
         """``2.1s``, or ``2.1s + 4.0s waiting`` for a task that waited for approval."""

@@ -64,10 +64,8 @@ def open_regular(path: Path, mode: str = "rb", *, within: Workspace | None = Non
         within.protected.check(path)
     flags = ((os.O_WRONLY | os.O_CREAT) if writing else os.O_RDONLY) | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        if within is None:  # reading: a write without one was refused above
-            fd = _open_at(str(path), flags, None, path, open_if_regular)
-        else:
-            fd = _open_beneath(within, path, flags | os.O_NOFOLLOW, make_parents=writing)
+        fd = (_open_at(str(path), flags, None, path, open_if_regular) if within is None  # a write without: refused
+              else _open_beneath(within, path, flags | os.O_NOFOLLOW, make_parents=writing))
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a pipe no one reads, opened to write without blocking
             raise NotRegularFile(errno.EINVAL, NOT_REGULAR, str(path)) from None
