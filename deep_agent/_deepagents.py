@@ -46,9 +46,7 @@ def from_deepagents(name: str) -> Any:
         deepagents = importlib.import_module("deepagents")
     except ImportError:
         raise MissingExtraError("deep_agent", [name], kind="name") from None
-    if name == "backends":
-        return importlib.import_module("deepagents.backends")
-    return getattr(deepagents, name)
+    return importlib.import_module("deepagents.backends") if name == "backends" else getattr(deepagents, name)
 
 
 # Without deepagents' stack a model used to its prompts still calls its tools; LangChain hands such a call

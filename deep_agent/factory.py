@@ -127,10 +127,8 @@ def create_deep_agent(
         skills, memory = _paths("skills", skills), _paths("memory", memory)
         # Without one of the four, no backend: a spec's ``skills`` then stay folders on disk (docs/migrating.md).
         backend = _or_state_backend(backend) if any(_given(v) for v in (skills, memory, permissions)) else backend
-        # deepagents resolves a model name itself (its provider profiles): children inherit the model it made.
-        root_model: BaseChatModel | None = None if isinstance(model, str | None) else resolve_root_model(model)
-    else:
-        root_model = resolve_root_model(model)
+    # deepagents resolves a model name itself (its provider profiles): children inherit the model it made.
+    root_model = None if with_deepagents and isinstance(model, str | None) else resolve_root_model(model)
     remote = (*settings.background.background_subagents, *(s for s in subagents if is_async_spec(s)))
     settings = settings.updated(state_schemas=parent_state_schemas(state_schema, middleware))
     check_ledger_fields(state_schema, "create_deep_agent: argument 'state_schema'")
@@ -221,9 +219,8 @@ def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
             # Answered for deepagents' patch only, and taken out of what it returns: the model step answers them.
             stand_ins = [ToolMessage("", tool_call_id=call["id"]) for call in left]
             patched = super().before_agent(cast("Any", {**state, "messages": [*messages, *stand_ins]}), runtime)
-            if patched is None:
-                return None
-            return {"messages": [m for m in patched["messages"] if not any(m is s for s in stand_ins)]}
+            return None if patched is None else {"messages": [m for m in patched["messages"]
+                                                              if not any(m is s for s in stand_ins)]}
 
     return [PatchOlderToolCalls()]
 

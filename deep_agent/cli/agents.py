@@ -75,13 +75,10 @@ def plan_models(specs: Iterable[Any], profiles: Mapping[str, Any], *, unknown_mo
                 problems[spec.name] = (f"field 'model' {name!r} is not 'inherit', 'provider:model' or a known "
                                        f"profile; pass --model-profiles FILE (with a line `{name}: provider:model`)"
                                        " or --unknown-model inherit")
-    notice = None
-    if fallbacks:
-        named = [f"{name} ({', '.join(sorted(set(agents)))})" for name, agents in sorted(fallbacks.items())]
-        listed = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
-        verb = "runs" if len(named) == 1 else "run"
-        notice = (f"model{'s' if len(named) > 1 else ''} {listed} {verb} on the run's model; "
-                  "map a name to another model with --model-profiles FILE")
+    named = [f"{name} ({', '.join(sorted(set(agents)))})" for name, agents in sorted(fallbacks.items())]
+    listed, many = f"{', '.join(named[:-1])} and {named[-1]}" if len(named) > 1 else "".join(named), len(named) > 1
+    notice = (f"model{'s' if many else ''} {listed} {'run' if many else 'runs'} on the run's model; map a name to "
+              "another model with --model-profiles FILE") if named else None
     return ModelPlan(profiles=chosen, notice=notice, problems=problems)
 
 

@@ -1,11 +1,5 @@
-"""The ``deep-agent`` command line (``run``, ``demo``, ``trust``, ``tasks``, ``transcript``, ``agents``).
-
-The parser imports nothing heavy: a command's module (and LangChain) is imported only when that command
-runs, so ``deep-agent --help`` answers at once.
-
-Exit codes: 0 on success; 1 on an error (one line; ``--debug`` shows the traceback) or an invalid agent
-file; 2 for bad arguments; 130 on Ctrl-C; 128 + N when ended by signal N, after ending what it started.
-"""
+"""The ``deep-agent`` command line (``run``, ``demo``, ``trust``, ``tasks``, ``transcript``, ``agents``; exit codes:
+docs/cli.md). A command's module (and LangChain) is imported only when it runs: ``--help`` answers at once."""
 
 from __future__ import annotations
 

@@ -75,10 +75,8 @@ class TerminalAsker:
             while True:
                 text = self.console.input(Text(PROMPT), stream=TypedLines(self.stdin)).strip().lower()
                 answer = next((word for word in ANSWERS if text in (word, word[0])), None)
-                if answer == "yes":
-                    return None
-                if answer == "always":
-                    self.always.add(tool)
+                if answer in ("yes", "always"):
+                    self.always |= {tool} if answer == "always" else set()
                     return None
                 if answer == "no":
                     reason = self.console.input(Text("Reason (the agent reads it): "),

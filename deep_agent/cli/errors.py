@@ -31,9 +31,8 @@ CONTEXT_HINT = ("the prompt does not fit the model's context window: use a model
 
 def with_hint(text: str | None) -> str | None:
     """``text`` with what to do about it appended, for the errors a person can fix from the command line."""
-    if text and any(mark in text for mark in CONTEXT_OVERFLOW) and CONTEXT_HINT not in text:
-        return f"{text} ({CONTEXT_HINT})"
-    return text
+    fixable = text and any(mark in text for mark in CONTEXT_OVERFLOW) and CONTEXT_HINT not in text
+    return f"{text} ({CONTEXT_HINT})" if fixable else text
 
 
 def describe_error(exc: BaseException) -> str:

@@ -1,9 +1,6 @@
-"""Folder trust: a cloned folder's agent files run no command until a person trusts the folder.
+"""Folder trust: a cloned folder's agent files run no command until a person trusts the folder (docs/cli.md).
 
-Hooks and MCP servers start processes, so, like Claude Code, the CLI first shows every command the folder's
-agent files would run, and remembers the answer per folder and content hash in your config directory (never
-in the folder, which the checkout controls). Any change to those files, or to the files their commands name,
-asks again. Without a terminal an untrusted folder's command-running agent files are not loaded.
+The answer is kept per folder and content hash in your config directory, never in the folder (the checkout's).
 """
 
 from __future__ import annotations

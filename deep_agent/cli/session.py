@@ -1,9 +1,7 @@
 """The turns of one command-line run: stream with a live tree, ask for approvals, summarise.
 
-A turn that fails leaves the thread as it was before it (its messages are removed again, its task records stay),
-so continuing the thread never sends two user messages in a row. The tasks it cut short are kept as ``cancelled``,
-with their transcript: a delegation records itself when its tool call returns, and Ctrl-C (or a failing sibling)
-ends the turn before that.
+A turn that fails leaves the thread as it was (docs/cli.md); the tasks it cut short are recorded ``cancelled``
+here: a delegation records itself when its tool call returns, and Ctrl-C (or a failing sibling) came first.
 """
 
 from __future__ import annotations
@@ -132,10 +130,8 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
                                            announce=lambda line: console.print(Text(printable(line), style="magenta"))))
             tree.waiting_s += time.monotonic() - asked
     except BaseException:
-        add_unseen_tasks(tree, config["configurable"]["thread_id"], sessions)
-        tree.cut_short(_outcome())
-        await _record_cut_short(agent, config, tree, sessions)
-        await _forget_failed_turn(agent, config, kept)
+        _cut_short(tree, config, sessions)
+        await _undo_failed_turn(agent, config, tree, sessions, kept)
         raise
     try:  # wait for this turn's local background tasks (asking for their approvals); record how they ended
         await settle_background(tree, console, ask=ask, approve_all=setup.approve_all)
@@ -188,36 +184,29 @@ async def _stream(agent: Any, inputs: Any, config: dict[str, Any], tree: TaskTre
         if stop_requested():
             raise KeyboardInterrupt
     except BaseException as exc:
-        # Before the live view draws its last frame: it shows every task the turn started, none running.
-        add_unseen_tasks(tree, config["configurable"]["thread_id"], sessions)
-        tree.cut_short(_outcome())
+        _cut_short(tree, config, sessions)  # before the view's last frame: every task the turn started, none running
         if stop_requested() and not isinstance(exc, KeyboardInterrupt):
             raise KeyboardInterrupt from exc
         raise
 
 
-def _outcome() -> str:  # how the root's line reads once the turn is cut short
-    return "interrupted" if stop_requested() else "failed"
+def _cut_short(tree: TaskTree, config: dict[str, Any], sessions: Path) -> None:
+    add_unseen_tasks(tree, config["configurable"]["thread_id"], sessions)
+    tree.cut_short("interrupted" if stop_requested() else "failed")  # how the root's line reads
 
 
-async def _record_cut_short(agent: Any, config: dict[str, Any], tree: TaskTree, sessions: Path) -> None:
-    """Write the turn's unfinished delegations into the ledger as cancelled. Never raises."""
-    with contextlib.suppress(BaseException):  # the turn's own error (or Ctrl-C) is the one to report
-        records = cut_short_records(tree, config["configurable"]["thread_id"], sessions)
-        if records:
-            await agent.aupdate_state(config, {LEDGER_KEY: records}, as_node="model")
-
-
-async def _forget_failed_turn(agent: Any, config: dict[str, Any], kept: int) -> None:
-    """Remove the messages a failed turn added (its task records stay). Never raises."""
+async def _undo_failed_turn(agent: Any, config: dict[str, Any], tree: TaskTree, sessions: Path, kept: int) -> None:
+    """Write the turn's unfinished delegations into the ledger as cancelled, then remove the messages it added (its
+    task records stay). Never raises: the turn's own error (or Ctrl-C) is the one to report."""
     from langchain_core.messages import RemoveMessage
 
-    with contextlib.suppress(BaseException):  # the turn's own error is the one to report
+    with contextlib.suppress(BaseException):
+        if records := cut_short_records(tree, config["configurable"]["thread_id"], sessions):
+            await agent.aupdate_state(config, {LEDGER_KEY: records}, as_node="model")
+    with contextlib.suppress(BaseException):
         messages = (await agent.aget_state(config)).values.get("messages") or []
-        added = [m for m in messages[kept:] if getattr(m, "id", None)]
-        if added:
-            await agent.aupdate_state(config, {"messages": [RemoveMessage(id=m.id) for m in added]},
-                                      as_node="model")
+        if added := [m for m in messages[kept:] if getattr(m, "id", None)]:
+            await agent.aupdate_state(config, {"messages": [RemoveMessage(id=m.id) for m in added]}, as_node="model")
 
 
 REASON = "cancelled: the run ended (Ctrl-C or an error) before the task did"

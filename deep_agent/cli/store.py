@@ -253,8 +253,7 @@ def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
 
 
 def _checked_database(state: Path, *, must_exist: bool) -> Path:
-    """The state folder's ``state.sqlite``, if it and the journals SQLite opens beside it by name are regular
-    files reached with no symlink (or not there yet)."""
+    """The state folder's ``state.sqlite``, if it and its journals are regular files (or missing), no symlink."""
     path = state / "state.sqlite"
     for file in (path, *(path.with_name(f"{path.name}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
         try:
@@ -356,9 +355,8 @@ class TaskRow:
 
     def waiting(self, now: float | None = None) -> float:
         """The time it has spent waiting for approval, the pause going on now included."""
-        if self.paused_since is None:
-            return self.waiting_s
-        return self.waiting_s + max(0.0, (now if now is not None else time.time()) - self.paused_since)
+        paused = 0.0 if self.paused_since is None else (now if now is not None else time.time()) - self.paused_since
+        return self.waiting_s + max(0.0, paused)
 
     def timing(self, now: float | None = None) -> str:
         """``2.1s``, or ``2.1s + 4.0s waiting`` for a task that waited for approval."""

@@ -102,12 +102,9 @@ def discard_typed_ahead(stdin: Any) -> None:
 
 
 class TypedLines:
-    """``stdin`` as ``Console.input``'s ``stream``: the next line typed, where a Ctrl-C never waits for Enter.
-
-    Python runs a signal's handler between bytecodes. A Ctrl-C that lands as the prompt is written, before a
-    blocking read starts, or on another thread while it blocks, would wait for a line to be typed: so the wait
-    polls (back in Python each ``POLL_S``), and the read starts once a terminal's line mode has a whole line.
-    """
+    """``stdin`` as ``Console.input``'s ``stream``: the next line typed, where a Ctrl-C never waits for Enter (Python
+    runs a signal's handler between bytecodes, never in a blocking read: the wait polls each ``POLL_S``, and the
+    read starts once a terminal's line mode has a whole line)."""
 
     POLL_S = 0.1
 

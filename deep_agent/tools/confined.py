@@ -125,22 +125,16 @@ def spawned(build: Build, pasta: str | None, record: str | None = None, keep: tu
                     os.close(joined)
 
 
-BIND_FD = {"--bind": "--bind-fd", "--ro-bind": "--ro-bind-fd"}
-"""bubblewrap's binds by path -> by descriptor (bubblewrap 0.8, which ``--disable-userns`` needs too)."""
-
-
-MAX_ARGS = 9000
-"""bubblewrap's own cap on its arguments, those it reads from ``--args`` counted."""
+BIND_FD = {"--bind": "--bind-fd", "--ro-bind": "--ro-bind-fd"}  # bubblewrap 0.8's (--disable-userns needs it too)
+MAX_ARGS = 9000  # bubblewrap's own cap on its arguments, those it reads from --args counted
 
 
 @contextlib.contextmanager
 def _sources_opened(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
-    """``argv`` as bubblewrap, ``--args`` and a descriptor holding its options (no argument list limits them), each
-    bind's source a descriptor opened one name at a time (:func:`_opened`); the descriptors, open while held.
-
-    A bind by path is followed when bubblewrap mounts it: a folder on the way to a protected path swapped for a
-    symlink to the home had the home bound writable. :class:`SpawnFailed` where a source is a symlink or missing,
-    or bubblewrap cannot take them all (:data:`MAX_ARGS`): unbound, a protected path would be the command's."""
+    """``argv`` as bubblewrap, ``--args`` and a descriptor holding its options, each bind's source a descriptor
+    opened one name at a time (a bind by path is followed: a folder swapped for a symlink to the home had the home
+    bound writable); the descriptors, open while held. :class:`SpawnFailed` where a source is a symlink or missing,
+    or past :data:`MAX_ARGS`: unbound, a protected path would be the command's."""
     binds = sum(w in BIND_FD for w in argv)
     if len(argv) + 1 > MAX_ARGS:  # its own, and "--args FD" for them
         raise SpawnFailed(f"the workspace has more protected paths and folders on their way than bubblewrap can "
@@ -256,30 +250,22 @@ NS_GET_USERNS = 0xB701  # nsfs ioctl: a descriptor of the user namespace owning 
 
 _CALLS = {"x86_64": (0xC000003E, (248, 249, 250), 41), "aarch64": (0xC00000B7, (217, 218, 219), 198)}
 """Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket."""
-IO_URING = (425, 426, 427)
-"""io_uring_setup, io_uring_enter and io_uring_register: the same numbers on every architecture (Linux 5.1)."""
+IO_URING = (425, 426, 427)  # io_uring_setup, _enter and _register: the same on every architecture (Linux 5.1)
 SOCKET_FAMILIES = (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)
 """The families a command may make a socket of: the command's own network namespace holds what they reach."""
 MODE_CALLS = {"x86_64": ((90, 1), (91, 1), (268, 2), (452, 2), (2, 2), (257, 3), (85, 1), (133, 1), (259, 2)),
               "aarch64": ((52, 1), (53, 2), (452, 2), (56, 3), (33, 2))}
 """Machine -> (call, index of its mode argument) of chmod, fchmod, fchmodat, fchmodat2, open, openat, creat, mknod
 and mknodat (those it has): a mode with the set-user-ID or set-group-ID bit is refused."""
-OPENAT2 = 437
-"""openat2, whose mode is in a struct seccomp cannot read: ``ENOSYS``, so a program falls back to ``openat``."""
+OPENAT2 = 437  # openat2: its mode is in a struct seccomp cannot read; ENOSYS, so a program falls back to openat
 
 
 def seccomp_filter(machine: str | None = None) -> bytes | None:
-    """The seccomp program bubblewrap installs: the kernel keyring calls, io_uring, a socket of any family but
-    :data:`SOCKET_FAMILIES`, and a set-user-ID or set-group-ID mode (:data:`MODE_CALLS`) fail with ``EPERM``.
-
-    The keyring is no namespace bubblewrap unshares: a command read the keys of the session that started the
-    program (Docker's default profile refuses the same calls). A unix socket bound to a path reaches whoever
-    listens there, whatever namespace or read-only mount is between, a vsock one the host's ports: so ``socket()``
-    is allowed for the internet families and netlink only (``getaddrinfo`` asks the interfaces through it);
-    ``socketpair`` reaches no one else. io_uring makes sockets without a ``socket()`` seccomp could see: refused
-    whole. A call through another architecture's interface (``int 0x80`` on x86_64) is refused whatever it is.
-    ``None`` on a machine not listed (no filter there).
-    """
+    """The seccomp program bubblewrap installs (``None`` on a machine not listed): the kernel keyring calls (no
+    namespace: a command read the session's keys), io_uring (sockets ``socket()`` never sees), a socket of any family
+    but :data:`SOCKET_FAMILIES` (a unix socket reaches whoever listens at its path, a vsock the host's ports;
+    ``getaddrinfo`` asks netlink), a set-user-ID or set-group-ID mode (:data:`MODE_CALLS`), and a call through another
+    architecture's interface (``int 0x80`` on x86_64) fail with ``EPERM``."""
     calls = _CALLS.get(machine or os.uname().machine)
     if calls is None:
         return None

@@ -1,13 +1,11 @@
 """What hooks and MCP servers run: their commands, and the files those name; and what Python could import.
 
-Folder trust (:mod:`deep_agent.cli.folder_trust`) shows the commands and fingerprints the files, so a
-changed script asks again; the protected set (:mod:`deep_agent.tools.protected`) reads what this program
-could import (:func:`would_import`), the words of git's configs (:func:`shell_words`) and what they start
-(:func:`starts`: a python's start folder, a package runner's ``node_modules``).
+Read by folder trust (:mod:`deep_agent.cli.folder_trust`) and the protected set (:mod:`deep_agent.tools.protected`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.machinery
 import importlib.metadata
@@ -48,8 +46,7 @@ def shell_words(command: str) -> list[str]:
             for part in (_OPERATOR.findall(word) if word and set(word) <= set(lexer.punctuation_chars) else [word])]
 
 
-_OPERATOR = re.compile(r"&&|\|\||;;|\|&|[<>]&|&>|>>|<<|[();<>|&]")
-"""How a run of ``sh``'s operator characters splits into operators (``);`` is ``)`` then ``;``)."""
+_OPERATOR = re.compile(r"&&|\|\||;;|\|&|[<>]&|&>|>>|<<|[();<>|&]")  # sh's operators in a run of them (`);`)
 
 # Where a word is split again into the paths it may hold: --out=./x, PYTHONPATH=a:b, a quoted "sh x".
 WORD_PARTS = re.compile(rf"[\s={re.escape(os.pathsep)}]+")
@@ -57,16 +54,13 @@ WORD_PARTS = re.compile(rf"[\s={re.escape(os.pathsep)}]+")
 
 def read_regular(path: Path, limit: int) -> bytes:
     """The first ``limit`` bytes of ``path`` if it is a regular file (checked once open: a pipe never blocks)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return b""
-    try:
-        return os.read(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
+        try:
+            return os.read(fd, limit) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        finally:
+            os.close(fd)
+    return b""
 
 
 def _hook_commands(value: Any, event: str = "") -> Iterator[tuple[str, str]]:
@@ -113,32 +107,27 @@ def what_would_run(spec: Any) -> list[str]:
 
 
 def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path]:
-    """The files (and folders) inside ``folder`` that one agent definition's hooks and MCP servers name, sorted
-    and resolved (the trust fingerprint covers them, so a changed script asks again).
-
-    A command's word names an existing file, or one to come if it holds a ``/`` or is a program's first
-    argument with a suffix (``bash guard.sh``); a folder only in an ``env`` value or ``NAME=value`` word (a folder
-    argument is work). After ``cd DIR``, the words are found from ``DIR``. With ``outside``, also what a relative word
-    names outside ``folder``, never an absolute path."""
+    """The files (and folders) inside ``folder`` that one agent definition's hooks and MCP servers name, sorted and
+    resolved (the trust fingerprint covers them), as :func:`command_files` finds them (an ``env`` value's folders
+    too); with ``outside``, also what a relative word names outside ``folder``, never an absolute path."""
     start = folder.resolve()
     root = None if outside else start
-    found: set[Path] = set()
-    named: list[tuple[list[str], Path]] = [(shell_words(command), start)
-                                           for _, command in _hook_commands(getattr(spec, "hooks", None) or {})]
+    found = {p for _, command in _hook_commands(getattr(spec, "hooks", None) or {})
+             for p in command_files(shell_words(command), start, root)}
     for _, server in _servers(getattr(spec, "mcp_config", None) or {}):
         base = _resolved(start / str(server["cwd"])) if server.get("cwd") else start
         if isinstance(server.get("command"), str) and base is not None:
-            named.append(([str(server["command"]), *_args(server)], base))
+            found |= command_files([str(server["command"]), *_args(server)], base, root)
             found.update(p for value in _env(server).values() for w in WORD_PARTS.split(str(value))
                          if (p := _inside(w, base, root, folders=True)) is not None)
-    for words, base in named:
-        found |= command_files(words, base, root)
     return sorted(found)
 
 
 def command_files(words: list[str], base: Path, root: Path | None) -> set[Path]:
-    """What a shell command's ``words`` name, found from ``base`` (its cwd), as :func:`files_run_by` says; and
-    for ``python -m pkg.mod``, what the start folder (first on its import path) holds for ``pkg``, missing or not."""
+    """What a shell command's ``words`` name from ``base`` (its cwd; after ``cd DIR``, ``DIR``): an existing file, or
+    one to come if the word holds a ``/`` or is a program's first argument with a suffix (``bash guard.sh``); a folder
+    only in a ``NAME=value`` word (a folder argument is work); for ``python -m pkg.mod``, ``pkg`` in its start folder.
+    """
     found: set[Path] = set()
     for command, cwd in simple_commands(words, base):
         program = [word for word in command if not _ASSIGNMENT.match(word)][:1]  # `bash guard.sh`: its next word
@@ -175,30 +164,19 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
 
 
 def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
-    """What a simple command started from ``cwd`` loads from a folder, past ``env``, ``exec``, ``uv run``... and
-    ``sh -c '...'`` (nested too: each script is shorter, so it ends): ``(its interpreter word, the folder first
-    on its import path, -m's top module or "")``
-    (``cwd`` for ``-m``, ``-c``, ``-`` or stdin; a script's own folder; nothing with ``-I``/``-P``), or
-    ``("node", cwd, "")`` for node or a package runner (``npx``, ``npm exec``, ``yarn``...: ``node_modules``)."""
-    words, paths = list(command), []
-    while words and ((wrapper := _WRAPPERS.get(Path(words[0]).name)) is not None or _ASSIGNMENT.match(words[0])):
-        if words[0].startswith("PYTHONPATH="):  # its folders come first on a python's path, "." and "$PWD" too
-            paths = [(cwd / _PWD.sub(str(cwd), e)).resolve() for e in words[0].partition("=")[2].split(":") if e]
-        words.pop(0)
-        valued, positional = wrapper or ((), 0)
-        while words and (words[0].startswith("-") or positional):
-            word = words.pop(0)
-            positional -= not word.startswith("-")
-            if word in valued and words:  # its value is the next word; env -S's is the command's words
-                value = words.pop(0)
-                words[:0] = shell_words(value) if word in ("-S", "--split-string") else []
-    name = Path(words[0]).name.strip("${}") if words else ""
-    if not (name in _NODE or _SHELL.fullmatch(name) or _PYTHON.fullmatch(name)):
-        # A program no table names (ionice, flock, setsid...) may start a python in turn: its first word that
-        # is one is taken as the start (an argument that only looks like one holds more, never less).
-        words = words[next((n for n, w in enumerate(words) if _PYTHON.fullmatch(Path(w).name.strip("${}"))),
-                           len(words)):]
-        name = Path(words[0]).name.strip("${}") if words else ""
+    """What a simple command started from ``cwd`` loads from a folder, through ``sh -c '...'`` too: ``(its python
+    word, the folder first on its import path: cwd, or a script's own; -m's top module or "")`` (nothing with
+    ``-I``/``-P``), or ``("node", cwd, "")`` for node or a package runner (``npx``, ``yarn``: ``node_modules``)."""
+    # Past what runs it (env, nice -n 5, timeout 10, uv run, ionice...): its first word naming one (a look-alike
+    # argument holds more, never less); before it, env -S's value is words, PYTHONPATH's folders first on the path.
+    at = _start(words := list(command))
+    words = [part for n, word in enumerate(words)
+             for part in (shell_words(word) if n < at and words[n - 1:n] in (["-S"], ["--split-string"]) else [word])]
+    at = _start(words)
+    path = next((w for w in reversed(words[:at]) if w.startswith("PYTHONPATH=")), "=").partition("=")[2]
+    paths = [(cwd / _PWD.sub(str(cwd), e)).resolve() for e in path.split(":") if e]
+    words = words[at:]
+    name = _name(words[0]) if words else ""
     if _PYTHON.fullmatch(name):
         yield from ((words[0], folder, "") for folder in paths)
     if name in _NODE:
@@ -231,19 +209,16 @@ def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
 _PYTHON = re.compile(r"(\w*_)?(python|pypy)[0-9.]*(-dbg)?", re.IGNORECASE)  # "$INSTALL_PYTHON" too
 _SHELL = re.compile(r"(ba|da|z|k)?sh")
 _NODE = frozenset({"node", "npx", "npm", "pnpm", "pnpx", "yarn", "bunx", "bun"})  # each runs node_modules' code
-_RUNNER = (("--with", "--python", "-p", "--project", "--directory", "--extra", "--group", "--env-file", "-e",
-           "--environment", "-n", "--name", "--prefix", "--cwd"), 1)
-_WRAPPERS: dict[str, tuple[tuple[str, ...], int]] = {
-    **dict.fromkeys(("then", "do", "else", "if", "while", "until", "nohup", "command"), ((), 0)),
-    "env": (("-u", "--unset", "-C", "--chdir", "-S", "--split-string"), 0), "exec": (("-a",), 0),
-    "nice": (("-n", "--adjustment"), 0), "timeout": (("-s", "--signal", "-k", "--kill-after"), 1),
-    "stdbuf": (("-i", "-o", "-e", "--input", "--output", "--error"), 0), "time": (("-f", "--format", "-o"), 0),
-    "xargs": (("-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter", "--max-args",
-               "--max-procs", "--max-lines", "--max-chars", "--replace"), 0),
-    **dict.fromkeys(("uv", "poetry", "pipenv", "pdm", "hatch", "conda"), _RUNNER)}
-"""The words before the program a command starts, by name (``/usr/bin/env`` is ``env``): each one's options
-that take a value (``nice -n 5``), and how many words before the program are not options (``timeout``'s
-duration, ``uv run``'s ``run``)."""
+
+
+def _name(word: str) -> str:
+    return Path(word).name.strip("${}") if not _ASSIGNMENT.match(word) else ""
+
+
+def _start(words: list[str]) -> int:
+    """The index of the first of ``words`` naming a program :func:`starts` reads (``len(words)``: none)."""
+    return next((n for n, word in enumerate(words) if (name := _name(word)) in _NODE or _SHELL.fullmatch(name)
+                 or _PYTHON.fullmatch(name)), len(words))
 
 
 _OPERATORS = frozenset({"&&", "||", ";", ";;", "|", "&", "|&", "(", ")", "!", "{", "}"})
@@ -261,9 +236,8 @@ STDLIB_TRIES = frozenset({"org", "java", "docutils", "vms_lib", "_winreg", "win3
 
 @functools.cache
 def import_names() -> frozenset[str]:
-    """Every top-level name an import could ask for: the standard library's, every installed package's
-    (an optional dependency tried and missing), ``sitecustomize``/``usercustomize``, and what the standard
-    library itself tries beyond its own names (:data:`STDLIB_TRIES`). Found once."""
+    """Every top-level name an import could ask for: the standard library's (:data:`STDLIB_TRIES` too), every
+    installed package's (an optional dependency tried and missing), ``sitecustomize``/``usercustomize``."""
     names = {*sys.stdlib_module_names, *importlib.metadata.packages_distributions(), "sitecustomize", "usercustomize",
              *STDLIB_TRIES}
     return frozenset(name for name in names if name.isidentifier())

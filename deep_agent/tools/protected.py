@@ -1,36 +1,12 @@
 """What no tool of the agent may change: the paths that make code run later, outside any sandbox.
 
-One set per run (:meth:`Protected.of`), obeyed by every writer: ``Bash``'s
-sandbox mounts each path read-only (a missing one as a read-only
-placeholder), and in-process writers go through
-:func:`~deep_agent.tools.workspace.open_regular`, which refuses them. The set:
-
-* every git directory of the workspace, whole, wherever ``gitdir:`` and
-  ``commondir`` point, and every folder git takes for one (:func:`is_git_dir`):
-  hooks and config run commands on the user's next ``git status``; every
-  ``.hg``, ``.jj`` and ``.sl`` (:data:`VCS_DIRS`) likewise;
-* every path a git config (or a ``.hg/hgrc`` or ``.sl/config`` and what it ``%include``s, or a ``.jj/repo/config.toml``)
-  there names (:func:`_named_by_config`): any value may be a command or a path; and what
-  it would run or import from the working tree's top, git's cwd for it (``python -m x``: ``x.py``);
-  what a python (or ``npx``) such a command or a git hook starts would load there (:func:`_loaded_by_host`);
-* a direnv ``.envrc`` and what it loads (:func:`_direnv_loads`);
-* the agent, skill, hook and MCP files, the state folder, and what the caller
-  adds (``agent_files``: the CLI's model profiles and prices, and every file a
-  hook or server command names);
-* what this program would import from the workspace, existing or not, an
-  editable install's included (:func:`_imported_from`, :func:`_loaded_from`);
-* the interpreter, its virtual environment, and every absolute folder on
-  ``PATH``; in the workspace, with what its programs load
-  (:func:`_environment_of`: a ``.venv/bin``'s environment, with the
-  ``sitecustomize`` of a folder its ``.pth`` files add and its base
-  interpreter's environment, a ``node_modules/.bin``'s ``node_modules``);
-  and every Python environment of the workspace (:func:`is_environment`), on ``PATH`` or not,
-  the same (at the workspace root, its ``bin``, ``lib``, ``pyvenv.cfg``...).
-
-Hooks and MCP servers need nothing more here (a guard's own script is the
-caller's, as above: its verdict decides a call): where ``Bash`` is sandboxed they run
-in the same sandbox (:class:`~deep_agent.tools.sandbox.Confinement`), so what
-they run has no more power than the agent's own commands.
+One set per run (:meth:`Protected.of`), obeyed by every writer: ``Bash``'s sandbox mounts each path read-only (a
+missing one as a read-only placeholder), and in-process writers go through
+:func:`~deep_agent.tools.workspace.open_regular`, which refuses them. docs/cli.md ("Bash's sandbox") lists the set:
+version-control directories and what their configs and hooks name or start, agent files and the state folder, what
+this program imports, the interpreter, ``PATH`` and every Python environment of the workspace. Hooks and MCP servers
+need nothing more here: where ``Bash`` is sandboxed they run in the same sandbox
+(:class:`~deep_agent.tools.sandbox.Confinement`), with no more power than the agent's own commands.
 
 Example::
 
@@ -113,42 +89,33 @@ class Protected:
 
     @property
     def _found(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]]:
-        """Found on first use; the import-derived part again once this process, with the workspace on its
-        import path (:func:`_import_folders`), imports more modules. The git walk and the symlinks are the
-        first use's, never redone: a ``.git`` a command made since is new (set aside), never counted as known."""
+        """Found on first use, the import-derived part again once this process imports more modules; the walk
+        never again: a ``.git`` a command made since is new (set aside), never counted as known."""
         if "_imports" not in self.__dict__:
             self.__dict__["_imports"] = _import_folders(self.root) if self.root is not None else []
         if self.root is not None and self.__dict__.get("_modules") != len(sys.modules):
             self.__dict__.update(_modules=len(sys.modules), _loaded=_loaded_from(self.root))
         key = (self.__dict__["_imports"] and len(sys.modules), self.__dict__.get("_loaded"))
         if self.__dict__.get("_key") != key:
-            found, missing = self._imported()
+            found = dict(self.fixed)
+            missing = {p for p, why in self.fixed.items() if why == STARTUP and not os.path.lexists(p)}
+            if self.root is not None:  # what this program imports from the workspace
+                found.update((p, IMPORTED) for p in self.__dict__["_loaded"] if p not in found)
+                for path in _imported_from(self.__dict__["_imports"], found):
+                    found.setdefault(path, IMPORTED)
+                    missing |= set() if os.path.lexists(path) else {path}
             if "_walked" not in self.__dict__:
                 self.__dict__["_walked"] = self._walk(found)
             walked, links = self.__dict__["_walked"]
-            for path, why in walked.items():
-                found.setdefault(path, why)
+            found.update((path, why) for path, why in walked.items() if path not in found)
             missing |= {p for p, why in walked.items() if why in (STARTUP, HOST_IMPORT) and not os.path.lexists(p)}
-            self.__dict__.update(_key=key, _memo=(found, missing, links, _folded(found)))
+            folded = {_fold(path): why for path, why in reversed(found.items())}  # the first reason wins
+            self.__dict__.update(_key=key, _memo=(found, frozenset(missing), links, folded))
         memo: tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]] = self.__dict__["_memo"]
         return memo
 
-    def _imported(self) -> tuple[dict[Path, str], frozenset[Path]]:
-        """The fixed paths and what this program imports from the workspace; the missing ones of these."""
-        found = dict(self.fixed)
-        missing = {p for p, why in self.fixed.items() if why == STARTUP and not os.path.lexists(p)}
-        if self.root is None:
-            return found, frozenset(missing)
-        found.update((p, IMPORTED) for p in self.__dict__["_loaded"] if p not in found)
-        for path in _imported_from(self.__dict__["_imports"], found):
-            found.setdefault(path, IMPORTED)
-            if not os.path.lexists(path):
-                missing.add(path)
-        return found, frozenset(missing)
-
     def _walk(self, known: dict[Path, str]) -> tuple[dict[Path, str], dict[Path, str]]:
-        """The git directories in the workspace, the paths their configs name, and the symlinks leading to a
-        protected path (``known`` or these) -> their text."""
+        """The git directories in the workspace, what their configs name; symlinks to a protected path -> their text."""
         if self.root is None:
             return {}, {}
         found = dict(known)
@@ -157,17 +124,13 @@ class Protected:
         venvs: list[Path] = []
         envrcs: list[Path] = []
         for entry in _git_entries(self.root, symlinks, venvs, envrcs):
-            for path in _leads_to(entry):
-                found.setdefault(path, GIT)
+            found.update((path, GIT) for path in _leads_to(entry) if path not in found)
             repos.append((entry, entry.parent if entry.name in VCS_DIRS else None))
         for venv in venvs:  # every one, on PATH or not, with what its python runs at its start
-            held = dict.fromkeys(_environment_parts(venv, self.root), VENV)
-            for path, why in {**held, **dict(_started_with(venv, self.root))}.items():
-                found.setdefault(path, why)
+            found.update((path, why) for path, why in _environment(venv, self.root, VENV).items() if path not in found)
         if (enclosing := _enclosing(self.root)) is not None:
             repos.append(enclosing)
-        for path in (p for envrc in envrcs for p in _direnv_loads(envrc, self.root)):
-            found.setdefault(path, DIRENV)
+        found.update((p, DIRENV) for envrc in envrcs for p in _direnv_loads(envrc, self.root) if p not in found)
         for path, why in _named_by_config(self.root, repos):
             if not any(p in found for p in (path, *path.parents)):
                 found[path] = why  # a missing one is held while a command runs, as any (CONFIG's a file: git reads it)
@@ -213,20 +176,16 @@ class Protected:
         """The protected set of ``workspace``; ``agent_files``: more paths the run reads to decide what runs or
         where keys go (definitions, model profiles, what a hook or server runs)."""
         root = Path(workspace).resolve()
-        found: dict[Path, str] = {}
-        for name in (*AGENT_FILES, *agent_files):
-            found.setdefault((root / name).resolve(), AGENT)
-        for path in _leads_to(root / ".git"):
-            found.setdefault(path, GIT)
+        found = dict.fromkeys([(root / name).resolve() for name in (*AGENT_FILES, *agent_files)], AGENT)
+        found.update((path, GIT) for path in _leads_to(root / ".git") if path not in found)
         if state_dir is not None:
             found.setdefault((root / state_dir).resolve(), STATE)
-        for runtime in {sys.prefix, sys.exec_prefix, os.path.realpath(sys.executable)}:
-            found.setdefault(Path(runtime).resolve(), RUNTIME)
+        runtimes = {sys.prefix, sys.exec_prefix, os.path.realpath(sys.executable)}
+        found.update((p, RUNTIME) for p in map(Path.resolve, map(Path, runtimes)) if p not in found)
         # Hooks and servers look programs up there. Not ".", the workspace or above: nothing would be writable.
         for folder in os.get_exec_path():
             if os.path.isabs(folder) and (path := Path(folder).resolve()) not in (root, *root.parents):
-                for program, why in _environment_of(path, root).items():
-                    found.setdefault(program, why)
+                found.update((p, why) for p, why in _environment_of(path, root).items() if p not in found)
         return cls(found, root)
 
     def why(self, path: Path) -> str | None:
@@ -257,16 +216,12 @@ class Protected:
 
 
 def _environment_of(folder: Path, root: Path) -> dict[Path, str]:
-    """A folder on ``PATH`` and what its programs load: in the workspace ``root``, the virtual environment
-    (``.venv/bin``'s parent, holding ``pyvenv.cfg``: a ``.pth`` in its site-packages runs at its python's
-    start) or ``node_modules`` (``.bin/tool -> ../tool/bin/tool.sh``) it belongs to, whole, with what such an
-    environment's python runs at its start from elsewhere in ``root`` (:func:`_started_with`); else the folder
-    and the targets in ``root`` of its symlinks. Each -> why."""
+    """A folder on ``PATH`` and what its programs load -> why: in the workspace ``root``, the Python environment or
+    ``node_modules`` it belongs to, whole (:func:`_started_with` too); else the folder and its symlinks' targets."""
     if root not in folder.parents:
         return {folder: PROGRAMS}
     if is_environment(folder.parent):
-        return {**dict.fromkeys(_environment_parts(folder.parent, root), PROGRAMS),
-                **dict(_started_with(folder.parent, root))}
+        return _environment(folder.parent, root, PROGRAMS)
     if folder.parent != root and folder.parent.name == "node_modules":
         return {folder.parent: PROGRAMS}
     targets = [folder]
@@ -279,30 +234,27 @@ def _environment_of(folder: Path, root: Path) -> dict[Path, str]:
 
 
 def is_environment(folder: Path) -> bool:
-    """Whether ``folder`` is a Python environment: a virtual one (``pyvenv.cfg``), conda's or pixi's
-    (``conda-meta``), or an interpreter's own tree (``bin/python*`` with ``lib/python3*/site-packages``)."""
+    """Whether ``folder`` is a Python environment: a virtual one, conda's or pixi's, or an interpreter's own tree."""
     return ((folder / "pyvenv.cfg").is_file() or (folder / "conda-meta").is_dir()
             or (any(folder.glob("bin/python*")) and any(folder.glob("lib/python3*/site-packages"))))
 
 
 _ENVIRONMENT_PARTS = ("bin", "lib", "lib64", "pyvenv.cfg", "conda-meta")
-"""What of an environment at the workspace root is held (the workspace itself is the agent's to change)."""
 
 
-def _environment_parts(venv: Path, root: Path) -> list[Path]:
-    """The environment ``venv``, whole, or where it is the workspace ``root`` itself, its own parts."""
-    return [venv] if venv != root else [root / name for name in _ENVIRONMENT_PARTS]
+def _environment(venv: Path, root: Path, why: str) -> dict[Path, str]:
+    """The environment ``venv`` whole (at the workspace ``root`` itself, :data:`_ENVIRONMENT_PARTS`: the workspace is
+    the agent's to change) -> ``why``, with what its python runs at its start (:func:`_started_with`)."""
+    held = [venv] if venv != root else [root / name for name in _ENVIRONMENT_PARTS]
+    return {**dict.fromkeys(held, why), **dict(_started_with(venv, root, held))}
 
 
-_AT_START = ("sitecustomize", "usercustomize")
-"""What Python imports at every start, unasked, from any folder on its path."""
+_AT_START = ("sitecustomize", "usercustomize")  # imported at every start, unasked, from any folder on the path
 
 
-def _started_with(venv: Path, root: Path) -> Iterator[tuple[Path, str]]:
-    """What the virtual environment ``venv``'s python runs at its start from ``root`` outside ``venv``: in each
-    folder its site-packages' ``.pth`` files add (an editable install's ``src``), :data:`_AT_START` in every form,
-    existing or not; and a base interpreter's environment (``pyvenv.cfg``'s ``home``'s parent)."""
-    held = _environment_parts(venv, root)
+def _started_with(venv: Path, root: Path, held: list[Path]) -> Iterator[tuple[Path, str]]:
+    """What ``venv``'s python runs at its start from ``root`` outside ``venv``: :data:`_AT_START` in every form in
+    each folder its ``.pth`` files add (an editable install's ``src``), and its base interpreter's environment."""
 
     def inside(path: str) -> Path | None:
         found = Path(os.path.realpath(path))
@@ -327,17 +279,14 @@ def _started_with(venv: Path, root: Path) -> Iterator[tuple[Path, str]]:
 
 
 def _import_folders(root: Path) -> list[Path]:
-    """The folders of ``sys.path`` in ``root`` (``python -m``'s start folder, ``PYTHONPATH``, an editable install),
-    existing or not: a ``src`` a command makes is on the path of the next start."""
+    """The folders of ``sys.path`` in ``root``, existing or not: a ``src`` a command makes is on the next start's."""
     folders = {Path(str(entry) or os.curdir).resolve() for entry in sys.path}
     return sorted(f for f in folders if f == root or root in f.parents)
 
 
 def _loaded_from(root: Path) -> frozenset[Path]:
-    """The top-level packages and modules in ``root`` of every module this program loaded or would load.
-
-    However found: an editable install loads through a finder on :data:`sys.meta_path`, not ``sys.path``.
-    """
+    """The top-level packages and modules in ``root`` of every module this program loaded or would load, however
+    found (an editable install's finder on :data:`sys.meta_path` too)."""
     inside = _inside(root)
 
     def mine(module: object) -> set[Path]:
@@ -401,8 +350,7 @@ def _inside(root: Path) -> Callable[[str], Path | None]:
 
 
 def _imported_from(folders: list[Path], found: dict[Path, str]) -> Iterator[Path]:
-    """What the next start of this program could load from ``folders``, existing or not, for every name it
-    imported or any import could ask for (an optional one missing, ``sitecustomize``)."""
+    """What the next start of this program could load from ``folders``, existing or not, for any name imported."""
     names = import_names() | {name for name in list(sys.modules) if "." not in name}
     for folder in (f for f in folders if not any(p in found for p in (f, *f.parents))):
         yield from would_import(folder, names)
@@ -413,14 +361,9 @@ def _fold(path: Path) -> str:
     return str(path).casefold()
 
 
-def _folded(paths: dict[Path, str]) -> dict[str, str]:
-    return {_fold(path): reason for path, reason in reversed(paths.items())}  # the first reason wins
-
-
 def _git_entries(root: Path, symlinks: list[Path], venvs: list[Path], envrcs: list[Path]) -> Iterator[Path]:
-    """Every ``.git`` (or :data:`VCS_DIRS` entry) in the workspace and every folder git takes for a git directory;
-    symlinks met go to ``symlinks``, Python environments (:func:`is_environment`, the root too) to ``venvs``,
-    direnv's ``.envrc`` files to ``envrcs``."""
+    """Every :data:`VCS_DIRS` entry in the workspace and folder git takes for a git directory; the symlinks, Python
+    environments (the root too) and ``.envrc`` files met go to the lists named so."""
     todo = [root]
     while todo:
         folder = todo.pop()
@@ -443,11 +386,8 @@ def _git_entries(root: Path, symlinks: list[Path], venvs: list[Path], envrcs: li
 
 
 def is_git_dir(names: Collection[str]) -> bool:
-    """Whether a folder holding the entries ``names`` is one git takes for a git directory.
-
-    Git's ``is_git_directory``, loosened towards protecting: any ``HEAD``, and
-    a ``commondir`` is taken to lead to a folder with ``objects`` and ``refs``.
-    """
+    """Whether a folder holding the entries ``names`` is one git takes for a git directory (git's
+    ``is_git_directory``, loosened towards protecting: any ``HEAD``, any ``commondir``)."""
     return "HEAD" in names and ("commondir" in names or ("objects" in names and "refs" in names))
 
 
@@ -475,9 +415,8 @@ def _git_env() -> dict[str, str]:
 
 
 def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str, str]]:
-    """``(file it came from, key, value)`` of every entry git reads for ``git_dir`` (``None``: outside any repository),
-    and of every file an ``includeIf`` names, whatever its condition: ``--includes`` follows one only while it
-    holds, and ``onbranch:`` holds after the next ``git switch``."""
+    """``(file, key, value)`` of every entry git reads for ``git_dir`` (``None``: outside any repository), and of
+    every file an ``includeIf`` names, whatever its condition (``onbranch:`` holds after the next ``git switch``)."""
     todo, read = [["--git-dir", str(git_dir), "config"] if git_dir is not None else ["config"]], set()
     while todo:
         try:
@@ -569,17 +508,9 @@ _NETWORK_URL = re.compile(r"[a-z][a-z0-9+.-]*://|[^/\s]+@[^/\s]+:", re.IGNORECAS
 
 
 def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[tuple[Path, str]]:
-    """Each path in ``root`` that a config git (or another, :data:`_VCS_CONFIGS`) reads there names -> why.
-
-    ``repos``: ``(git directory, working tree)``; ``(None, None)`` is outside any.
-    Every word of every value, split at ``=`` and ``:``, resolved from the
-    workspace, the working tree and the config's folder: a path-shaped word
-    existing or not; a bare word an existing file, or folder if it is the whole
-    value (in a command a folder is work); what follows each ``/``, if a file; ``core.hooksPath``'s
-    whole value, any shape. Then what each value run as a command runs from the working tree's top
-    (:func:`~deep_agent.tools.host_code.command_files`) and starts (:func:`_loaded_by_host`). Each line of a
-    hook is such a value (:func:`_hook_entries`).
-    """
+    """Each path in ``root`` that a config git (or another, :data:`_VCS_CONFIGS`) reads for ``repos`` (``(git
+    directory, working tree)``; ``(None, None)``: outside any) names, as docs/cli.md says -> why; and what each value
+    run as a command runs from the working tree's top and starts. A hook's lines are such values."""
     seen: set[tuple[Path | None, str, Path | None]] = set()
     started: set[tuple[str, Path, str]] = set()
     for git_dir, worktree in repos:
@@ -611,13 +542,10 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                         continue
                     if root not in path.parents or os.path.lexists(path / ".git"):
                         continue  # outside, or a working tree (a submodule's core.worktree)
-                    if name != part:
-                        if os.path.isfile(path):
-                            yield path, CONFIG
-                    elif not os.path.lexists(path):
-                        if shaped:
-                            yield path, CONFIG
-                    elif not command or not os.path.isdir(path):  # a folder a command is given is its work
+                    # A tail names a file; a whole part missing its shape, existing a file or a value's folder (a
+                    # folder a command is given is its work).
+                    if (os.path.isfile(path) if name != part else shaped if not os.path.lexists(path)
+                            else not command or not os.path.isdir(path)):
                         yield path, CONFIG
             # What the value run as a command runs or imports from its cwd, git's: the working tree's top.
             yield from ((path, RUN) for path in command_files(words, top, root))
@@ -626,10 +554,8 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
 
 
 def _hook_entries(hooks: list[Path]) -> Iterator[tuple[Path | None, str, str]]:
-    """``(hook, "", value)``: what each hook in ``hooks`` runs, read as a config's values are. Git runs the hook's
-    file (the one a symlink leads to, with or without a ``#!``): its path; its ``#!`` line's command with that
-    path (a Python hook's folder is its python's start folder); and its lines, one command after another (what
-    a ``cd`` or an ``export`` on one line does holds on the next)."""
+    """``(hook, "", value)`` for what each hook in ``hooks`` runs: its path, its ``#!`` line's command with it, and
+    its lines as one command (a ``cd`` or an ``export`` holds on the next line)."""
     for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)
                  if not e.name.endswith(".sample")):  # git init's examples: git runs none of them
         lines = read_regular(hook, 1 << 20).decode("utf-8", "replace").replace("\\\n", "").splitlines()
@@ -639,12 +565,9 @@ def _hook_entries(hooks: list[Path]) -> Iterator[tuple[Path | None, str, str]]:
 
 
 def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Iterator[tuple[Path, str]]:
-    """What the host's own runs of ``started`` (:func:`~deep_agent.tools.host_code.starts`) load from ``root``: a
-    package runner's ``node_modules``, whole, as on ``PATH``; from a python's start folder, for every name an
-    import could ask for (this program's, and what that interpreter's own environment installs) and its ``-m``
-    module, each missing form (watched) and each existing one of a standard library name (no project's own
-    code: an editable install's package there stays the agent's work), with the folder's ``__pycache__`` whole
-    where such a source exists."""
+    """What the host's runs of ``started`` load from ``root``: a package runner's ``node_modules`` whole; from a
+    python's start folder, each missing import form of any name it could import, and each existing one of a
+    standard library name (a project's own package stays the agent's work), with :func:`_with_bytecode`."""
     folders: dict[Path, set[str]] = {}
     for kind, folder, module in started:
         if folder == root or root in folder.parents:
@@ -659,9 +582,8 @@ def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Ite
 
 
 def _with_bytecode(folder: Path, held: list[Path]) -> list[Path]:
-    """``held``, the import forms protected in ``folder``, with ``folder``'s ``__pycache__`` whole where one is an
-    existing source: Python runs a bytecode there in place of a source whose mtime and size its header records
-    (of any interpreter version's tag)."""
+    """``held`` with ``folder``'s ``__pycache__`` whole where one is an existing source: Python runs a bytecode there
+    in place of a source whose mtime and size its header records."""
     sources = importlib.machinery.SOURCE_SUFFIXES
     return [*held, *[folder / "__pycache__"][:any(p.parent == folder and p.suffix in sources and p.is_file()
                                                   for p in held)]]

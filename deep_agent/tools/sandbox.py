@@ -1,22 +1,13 @@
-"""Where ``Bash`` runs: confined by bubblewrap on Linux, the workspace writable and the rest not (docs/cli.md).
+"""Where ``Bash`` runs: confined by bubblewrap on Linux, the workspace writable and the rest not.
 
-One profile, whatever the uid (root included). From inside one command:
-
-* no capabilities (``--cap-drop ALL``), nor a user namespace to get them back in (``--disable-userns``);
-* its own namespaces for everything (``--unshare-all``: its own ``/proc``, IPC, host name and network), a new
-  session (it cannot type into the user's terminal); every process it started ends with it, ``setsid`` or not;
-* the filesystem read-only; homes, ``/tmp``, ``/var/tmp``, ``/run`` and the workspace's parent empty (``~/.ssh``,
-  key-agent sockets, a secret beside the workspace); the workspace writable but for the run's
-  :class:`~deep_agent.tools.protected.Protected` set: a missing one is an empty read-only placeholder while the
-  command runs, every folder on the way to one a mount point (it cannot be renamed and replaced), and a git
-  repository it makes, or what it put in place of (or on the way to) a symlink to a protected path, is set aside
-  when it ends (:func:`set_aside_new_repositories`);
-* an empty environment but for :data:`ALLOWED_ENV` and the names the caller passes; ``HOME`` the empty home;
-* no kernel keyring, io_uring, or socket but internet and netlink ones
-  (:func:`~deep_agent.tools.confined.seccomp_filter`);
-* no network; with ``network=True``, outbound only through ``pasta`` (Debian's ``passt``) in its own namespace.
-
-Hooks and stdio MCP servers of a process with a sandboxed ``Bash`` run in the same profile (:class:`Confinement`).
+One profile, whatever the uid (root included), as docs/cli.md ("Bash's sandbox") says: no capabilities nor user
+namespace to get them back, its own namespaces and session, the filesystem read-only and homes, temporary folders
+and the workspace's parent empty, the run's :class:`~deep_agent.tools.protected.Protected` set read-only (a missing
+path an empty placeholder while the command runs, every folder on the way to one a mount point; what a command made
+there is set aside when it ends: :func:`set_aside_new_repositories`), an environment of :data:`ALLOWED_ENV` only,
+no keyring, io_uring or socket but internet and netlink ones (:func:`~deep_agent.tools.confined.seccomp_filter`),
+and no network but, with ``network=True``, outbound through ``pasta``. Hooks and stdio MCP servers of a process
+with a sandboxed ``Bash`` run in the same profile (:class:`Confinement`).
 
 Example::
 
@@ -57,12 +48,8 @@ ALLOWED_ENV = ("PATH", "LANG", "TERM", "TZ", "LC_ALL", "LC_CTYPE", "LC_COLLATE",
                "LC_PAPER", "LC_TELEPHONE")
 """Variables a sandboxed command gets (with ``pass_env``). ``LC_*`` by name: ``LC_API_TOKEN`` is no locale."""
 
-class SandboxUnavailable(SubagentsError, RuntimeError):
+class SandboxUnavailable(SpawnFailed):
     """What the sandbox needs is missing (:attr:`program`) or failed to start."""
-
-    def __init__(self, message: str, program: str) -> None:
-        super().__init__(message)
-        self.program = program
 
 
 class SetAsideUnchecked(SubagentsError, RuntimeError):
@@ -122,16 +109,14 @@ class Sandbox:
                 "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--ro-bind", "/dev/null", "/proc/keys"]  # the keyring's names too (its calls: seccomp_filter)
         hidden = _hidden(str(root))
-        for folder in hidden:
-            args += ["--tmpfs", folder]
+        args += [word for folder in hidden for word in ("--tmpfs", folder)]
         reveal = [*reveal, *_kept_in_parent(str(root), hidden)]
         resolver = os.path.realpath("/etc/resolv.conf")
         if self.network and resolver.startswith("/run/"):  # DNS, where resolv.conf points into /run
             args += ["--ro-bind", os.path.dirname(resolver), os.path.dirname(resolver)]
-        for path in sorted(set(reveal), key=lambda p: len(p.parts)):  # before the workspace: never over it
-            args += ["--ro-bind", str(path), str(path)]
-        args += ["--bind", str(root), str(root)]
-        args += _binds(root, protected.inside(root))
+        shown = sorted(set(map(str, reveal)), key=lambda p: p.count("/"))  # before the workspace: never over it
+        args += [word for path in shown for word in ("--ro-bind", path, path)]
+        args += ["--bind", str(root), str(root), *_binds(root, protected.inside(root))]
         # No --setenv: a value on a command line is anyone's to read (/proc/PID/cmdline); the command gets the
         # environment bubblewrap is started with, which its caller makes (environment(), and a server's own).
         return [*args, "--chdir", str(cwd or root), "--", "bash", "-c", command]
@@ -262,13 +247,9 @@ ON_THE_WAY = ("on the way to a protected path, a symlink or file the command put
 
 def set_aside_new_repositories(root: Path, protected: Protected, known: dict[Path, str] | None = None,
                                before: dict[str, str | None] | None = None) -> list[Path]:
-    """Rename every git repository in ``root`` not in the protected set, every watched path (:attr:`Protected.watched`)
-    that now exists, and each step on the way to a protected path that is not what it was (a symlink put back); the
-    new names. ``known``, ``before``: the protected paths and :func:`_links_before` when the command started.
-
-    The user's next ``git status`` would run a new repository's config (``core.fsmonitor``): its ``.git`` (or a bare
-    one's ``HEAD``) gets :data:`SET_ASIDE` appended. The walk goes into what was set aside too.
-    """
+    """Rename every git repository in ``root`` not in the protected set (the host's next ``git status`` would run its
+    config), every watched path now there, and each step on the way to a protected path not what it was (a symlink
+    put back); the new names. ``known``, ``before``: the protected paths and :func:`_links_before` at the start."""
     moved = _set_aside_on_the_way(root, protected, _links_before(root, protected) if before is None else before)
     known = {p: why for p, why in protected.paths.items() if os.path.lexists(p)} if known is None else known
     with _placeholder_lock:  # a parallel command's placeholder: read-only to every command, removed by its own
@@ -289,21 +270,15 @@ def _links_before(root: Path, protected: Protected) -> dict[str, str | None]:
     """Each step from ``root`` down to each protected path in it -> what stood there (:func:`_kind`) when the run
     first looked: kept with the set, so what a command running beside put there is never the reference."""
     seen: dict[str, str | None] = protected.__dict__.setdefault("_links_before", {})
-    top = os.path.join(str(root), "")
-    for step in map(str, protected.paths):
-        while step.startswith(top) and step not in seen:  # a step seen: the steps above it were
-            seen[step] = _kind(step, None)
-            step = step.rpartition(os.sep)[0]
+    for folder, names in _on_the_way(root, protected.paths):
+        seen.update((step, _kind(step, None)) for step in (folder + os.sep + n for n in names) if step not in seen)
     return seen
 
 
 def _set_aside_on_the_way(root: Path, protected: Protected, before: dict[str, str | None]) -> list[Path]:
-    """Each step from ``root`` to each protected path, by name and never through a symlink (folders made readable
-    first): one not what it was ``before`` (a symlink changed or new, or a file where there was none: a zip on the
-    import path is imported from) renamed aside, a symlink that was there put back; a watched path now there too.
-
-    By name, as the host finds them: ``src`` swapped for a symlink to a folder holding ``sitecustomize.py`` ran it
-    at the next python start, a ``.git`` symlink replaced by a folder ran its config."""
+    """Each step from ``root`` to each protected path, by name as the host finds them (never through a symlink), not
+    what it was ``before`` (a symlink changed or new, a file where there was none) renamed aside, a symlink that was
+    there put back; a watched path now there too. A ``src`` swapped for a symlink ran its ``sitecustomize.py``."""
     moved: list[Path] = []
     watched = set(map(str, protected.watched))
     with _placeholder_lock:  # a parallel command's placeholder: read-only to every command, removed by its own
@@ -352,21 +327,14 @@ def _on_the_way(root: Path, paths: Iterable[Path]) -> list[tuple[str, list[str]]
     return sorted(((f, sorted(n)) for f, n in names.items()), key=lambda item: item[0].split(os.sep))
 
 
-_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-"""A folder opened by name in the folder it is in: never through a symlink, whatever a command put there since."""
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # by name in its folder: never a symlink
 
 
 def _walk_all(root: Path) -> Iterator[tuple[Path, int, list[str], list[str]]]:
-    """Each folder in ``root``, a descriptor of it (valid until the next step), its folders' and other entries'
-    names (``dirs`` pruned in place is not walked).
-
-    Each folder is opened by name from its parent's descriptor, never through a symlink: a folder swapped for a
-    symlink to a repository outside had that one's ``.git`` renamed. Not ``os.walk``: it recurses (1,200 folders
-    deep raised ``RecursionError``) and skips, without a word, a folder it cannot list (``git init sub && chmod 0311
-    sub`` hid a new repository): the command ran as the user, so its owner's bits are given back; one still
-    unreadable is not the command's. Any other failure raises. At most :data:`_HELD` descriptors are held (the
-    workspace's and the deepest): one a level, 1,900 levels deep, ran out of them.
-    """
+    """Each folder in ``root``, a descriptor of it (valid until the next step), its folders' and other entries' names
+    (``dirs`` pruned in place is not walked); each opened by name from its parent's, never through a symlink (a
+    swapped one had an outside repository's ``.git`` renamed). Not ``os.walk``: it recursed (``RecursionError`` 1,200
+    deep) and skipped an unlistable folder (``chmod 0311 sub`` hid a repository). At most :data:`_HELD` descriptors."""
     held: list[tuple[int, int]] = [(0, _open_root(root))]  # (depth, descriptor) along the current path
     pending: list[tuple[int, Path]] = [(0, root)]
     try:
@@ -387,13 +355,11 @@ def _walk_all(root: Path) -> Iterator[tuple[Path, int, list[str], list[str]]]:
             os.close(fd)
 
 
-_HELD = 64
-"""Descriptors a walk holds at most."""
+_HELD = 64  # descriptors a walk holds at most
 
 
 def _reach(held: list[tuple[int, int]], depth: int, here: Path) -> int | None:
-    """A descriptor of ``here`` (``depth`` levels down), opened from the deepest of its folders ``held`` (its
-    parent, but where that was let go) and held; ``None`` if it is gone or not a folder."""
+    """A descriptor of ``here`` (``depth`` down), opened from the deepest of its folders ``held``; ``None`` if gone."""
     while len(held) > 1 and held[-1][0] >= depth:  # depth first: whatever is held deeper is done with
         os.close(held.pop()[1])
     for step in range(held[-1][0] + 1, depth + 1):
@@ -407,9 +373,8 @@ def _reach(held: list[tuple[int, int]], depth: int, here: Path) -> int | None:
 
 
 def _open_folder(name: str, parent: int | None) -> int | None:
-    """The folder ``name`` in ``parent`` (``None``: ``name`` is absolute) opened (:data:`_FOLDER`), its owner's read
-    and search bits given back first: a command's ``chmod 0311 d`` or ``chmod 0600 d`` hides nothing in it. ``None``
-    if it is gone, not a folder, or not readable still (not the user's: not the command's). Any other failure raises."""
+    """The folder ``name`` in ``parent`` (``None``: ``name`` is absolute) opened, its owner's read and search bits
+    given back first (``chmod 0311 d`` hides nothing); ``None`` if gone, not a folder, or still not readable."""
     try:
         held = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
     except OSError as exc:
@@ -449,8 +414,7 @@ def _lexists(name: str, parent: int) -> bool:
 
 @contextlib.contextmanager
 def _folder_of(root: Path, path: Path) -> Iterator[int | None]:
-    """The folder holding ``path`` (in ``root``), opened step by step from ``root``, never through a symlink;
-    ``None`` where a step is missing or not a folder."""
+    """The folder holding ``path`` (in ``root``), opened step by step, no symlink; ``None`` if a step is no folder."""
     fd: int | None = None
     with contextlib.suppress(OSError, ValueError):
         fd = os.open(root, _FOLDER)
@@ -466,9 +430,8 @@ def _folder_of(root: Path, path: Path) -> Iterator[int | None]:
 
 
 def _set_aside(parent: int, path: Path) -> list[Path]:
-    """``path`` (in the folder open at ``parent``) renamed with :data:`SET_ASIDE`, plus a random part where that is
-    taken (the command never chooses it); ``[]`` once removed where no rename could be made, else ``[path]``.
-    The second try gives the folder its owner's write bit back (a command's ``chmod 555`` on it)."""
+    """``path`` (in the folder open at ``parent``) renamed with :data:`SET_ASIDE` (and a random part where taken),
+    the folder's write bit given back to retry; else removed (``[]``), or ``[path]`` if still there."""
     name = path.name
     for _ in range(2):
         target = name + SET_ASIDE
@@ -525,10 +488,9 @@ def _mask(root: Path, path: Path) -> Path | None:
 
 
 def _binds(root: Path, protected: list[Path]) -> list[str]:
-    """``--ro-bind`` for each protected path in ``root`` (or its placeholder), ``--bind`` for each folder on
-    its way: a mount point cannot be renamed (``EBUSY``), so ``mv scripts x && mkdir scripts`` fails. The walk
-    after the command comes too late for that: meanwhile the host finds these paths by name (a hook of a tool
-    called beside starts the interpreter by its path, an editor runs ``git status``)."""
+    """``--ro-bind`` for each protected path in ``root`` (or its placeholder), ``--bind`` for each folder on its way:
+    a mount point cannot be renamed, so ``mv scripts x && mkdir scripts`` fails (the walk after the command is too
+    late: meanwhile the host finds these paths by name)."""
     with _placeholder_lock:
         targets = {_mask(root, path) or path for path in protected}
     # Missing with no placeholder: only argv() outside running(), which cannot bind it.
@@ -549,9 +511,8 @@ def _binds(root: Path, protected: list[Path]) -> list[str]:
 
 @contextlib.contextmanager
 def _placeholders(root: Path, protected: Protected) -> Iterator[None]:
-    """An empty folder where a protected path (or the first missing folder on its way) is missing; an empty file
-    where a git config names it (git reads it as none; a folder is an error). One that cannot be made is no command
-    run (:class:`SandboxUnavailable`): unbound, the path would be the command's to make."""
+    """An empty folder where a protected path (or the first folder on its way) is missing, an empty file where a git
+    config names it; one that cannot be made is no command run: unbound, the path would be the command's."""
     made: list[Path] = []
     failed: list[str] = []
     with _placeholder_lock:
@@ -612,9 +573,7 @@ _ALWAYS_HIDDEN = ("/tmp", "/var/tmp", "/run", "/home", "/root")
 
 
 def _kept_in_parent(root: str, hidden: list[str]) -> list[Path]:
-    """The interpreter's and ``PATH``'s folders in the workspace's parent, each with the virtual environment or
-    ``node_modules`` it belongs to: shown again, read-only, in the parent :func:`_hidden` mounts empty (not
-    in a home or temporary folder hidden anyway)."""
+    """The interpreter's and ``PATH``'s folders in the workspace's parent :func:`_hidden` empties, shown read-only."""
     parent = str(Path(root).parent)
     if parent not in hidden or parent in {*map(str, homes()), *_ALWAYS_HIDDEN}:
         return []

@@ -130,35 +130,29 @@ class GlobWalk:
                 return
             here = states.pop(folder, frozenset())
             deeper = []
-            for counted, name in enumerate(dirs, 1):
+            names = [*((name, True) for name in dirs), *((name, False) for name in (() if self.dirs_only else files))]
+            for counted, (name, is_dir) in enumerate(names, 1):
                 if counted % CHECK_EVERY == 0 and self._out_of_time():
                     return
-                if name in self.skipped:
+                if is_dir and name in self.skipped:
                     continue
-                after = automaton.step(here, name, real_folder=not os.path.islink(os.path.join(folder, name)))
-                if automaton.done in after:
+                path = os.path.join(folder, name)
+                after = automaton.step(here, name, real_folder=is_dir and not os.path.islink(path))
+                if automaton.done in after and (is_dir or not must_exist or os.path.exists(path)):
                     yield Path(folder, name)
-                if any(index < automaton.done for index in after):  # a match may lie below it
-                    states[os.path.join(folder, name)] = after
+                if is_dir and any(index < automaton.done for index in after):  # a match may lie below it
+                    states[path] = after
                     deeper.append(name)
             dirs[:] = deeper
-            for counted, name in enumerate(() if self.dirs_only else files, 1):
-                if counted % CHECK_EVERY == 0 and self._out_of_time():
-                    return
-                if automaton.done in automaton.step(here, name) and (
-                        not must_exist or os.path.exists(os.path.join(folder, name))):
-                    yield Path(folder, name)
 
 
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def walk(top: Path | str, _parent: int | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
-    """``os.fwalk(top)``'s folders, names and files, top-down (prune ``dirs`` in place), opening folders only.
-
-    ``os.fwalk`` opens its top with a blocking ``open`` (a FIFO waits for ever): each folder is opened
-    ``O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK`` (from ``_parent``, by name), so a pipe or symlink swapped in is not
-    entered."""
+    """``os.fwalk(top)``'s folders, names and files, top-down (prune ``dirs`` in place), each folder opened by name
+    ``O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK``: a pipe or symlink swapped in is not entered (``os.fwalk``'s blocking
+    ``open`` of its top waited for ever on a FIFO)."""
     try:
         fd = os.open(top if _parent is None else os.path.basename(top), _FOLDER_FLAGS, dir_fd=_parent)
     except OSError:  # a symlinked folder, or no folder any more
@@ -281,7 +275,8 @@ def _globbed(ws: Workspace, folder: Path, pattern: str) -> tuple[list[Path], boo
         start, segments, dirs_only = walkable_from(folder, pattern)
         walk = GlobWalk(start, segments, dirs_only=dirs_only, skipped=_SKIPPED_DIRS,
                         deadline=time.monotonic() + GLOB_SECONDS)
-        matches = (p for p in walk if ws.holds(p) and not _skipped(ws, p))
+        matches = (p for p in walk if ws.holds(p) and not (
+            p.is_relative_to(ws.root) and _SKIPPED_DIRS.intersection(p.relative_to(ws.root).parts)))
         found = list(islice(matches, MAX_GLOB_SCANNED + 1))
     except (ValueError, OSError, RecursionError) as exc:
         raise ToolException(f"pattern {pattern!r}: {exc}") from None
@@ -302,36 +297,27 @@ def _walkable(ws: Workspace, folder: Path, pattern: str) -> str:
     return pattern
 
 
-def _skipped(ws: Workspace, path: Path) -> bool:
-    return path.is_relative_to(ws.root) and any(part in _SKIPPED_DIRS for part in path.relative_to(ws.root).parts)
-
-
 def pattern_size(pattern: str) -> float:
     """About how many parts ``pattern`` compiles to (an over-estimate): a counted repeat multiplies what it repeats."""
     totals: list[float] = [0.0]  # one running size per open group
     last = 0.0  # the size of the item a quantifier would repeat
     i = 0
     while i < len(pattern):
-        char = pattern[i]
+        char, start, i = pattern[i], i, i + 1
         if char == "(":
             totals.append(0.0)
-            i += 1
-            continue
-        if char == ")" and len(totals) > 1:
+        elif char == ")" and len(totals) > 1:
             last = max(totals.pop(), 1.0)
             totals[-1] += last
-            i += 1
-            continue
-        if char == "{" and (repeat := _REPEAT.match(pattern, i)) and any(repeat.groups()):
-            counts = [g for g in repeat.groups() if g]
-            count = max(float(g) if len(g) < 12 else float("inf") for g in counts)
+        elif char == "{" and (repeat := _REPEAT.match(pattern, start)) and any(repeat.groups()):
+            count = max(float(g) if len(g) < 12 else float("inf") for g in repeat.groups() if g)
             totals[-1] += last * (count - 1)
             last *= count
             i = repeat.end()
-            continue
-        i = _class_end(pattern, i) if char == "[" else i + (2 if char == "\\" else 1)
-        totals[-1] += 1
-        last = 1.0
+        else:
+            i = _class_end(pattern, start) if char == "[" else start + (2 if char == "\\" else 1)
+            totals[-1] += 1
+            last = 1.0
     return sum(totals)
 
 

@@ -62,13 +62,10 @@ def open_regular(path: Path, mode: str = "rb", *, within: Workspace | None = Non
             raise InvalidArgument("open_regular: a write goes through a workspace (within=), "
                                   "which checks its protected set")
         within.protected.check(path)
-    flags = (os.O_WRONLY | os.O_CREAT) if writing else os.O_RDONLY
-    flags |= os.O_NONBLOCK | os.O_CLOEXEC
+    flags = ((os.O_WRONLY | os.O_CREAT) if writing else os.O_RDONLY) | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        if within is None:  # reading: a write without one was refused above
-            fd = _open_at(str(path), flags, None, path, open_if_regular)
-        else:
-            fd = _open_beneath(within, path, flags | os.O_NOFOLLOW, make_parents=writing)
+        fd = (_open_at(str(path), flags, None, path, open_if_regular) if within is None  # a write without: refused
+              else _open_beneath(within, path, flags | os.O_NOFOLLOW, make_parents=writing))
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a pipe no one reads, opened to write without blocking
             raise NotRegularFile(errno.EINVAL, NOT_REGULAR, str(path)) from None
@@ -96,11 +93,9 @@ def open_folder(within: Workspace, path: Path) -> int:
 
 def _open_beneath(ws: Workspace, path: Path, flags: int, *, make_parents: bool = False) -> int:
     """``os.open`` of ``path`` one name at a time from the workspace's folder, following no symlink."""
-    try:
-        names = path.relative_to(ws.root).parts
-    except ValueError:  # checked inside, resolved outside now: changed since
-        raise ChangedWhileOpening(errno.EXDEV, CHANGED, str(path)) from None
-    if ".." in names:  # a checked path is resolved: it has none
+    # Checked inside and resolved (no ".."): outside now, or a "..", it changed since.
+    names = path.relative_to(ws.root).parts if path.is_relative_to(ws.root) else ("..",)
+    if ".." in names:
         raise ChangedWhileOpening(errno.EXDEV, CHANGED, str(path))
     folder = os.open(ws.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
