@@ -274,8 +274,8 @@ def _started_with(venv: Path, root: Path, held: list[Path]) -> Iterator[tuple[Pa
                 continue  # site.addpackage's own rules: an import line runs (the venv's own file, protected)
             if (folder := inside(os.path.join(pth.parent, line.rstrip()))) is None:
                 continue  # a missing one too: site adds it at the start after a command made it
-            held = [folder / f"{name}{suffix}" for name in _AT_START for suffix in ("", *suffixes)]  # "": a package
-            yield from ((path, STARTUP) for path in _with_bytecode(folder, held))
+            startup = [folder / f"{name}{suffix}" for name in _AT_START for suffix in ("", *suffixes)]  # "": a package
+            yield from ((path, STARTUP) for path in _with_bytecode(folder, startup))
 
 
 def _import_folders(root: Path) -> list[Path]:
