@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from contextvars import ContextVar
 from typing import Annotated, Any, NotRequired, TypeVar
 
@@ -26,6 +26,7 @@ from langgraph.typing import ContextT
 from subagents.errors import BudgetExceeded, SpecError
 from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools, run_meter_in
 from subagents.outcome import limit_stop, stopped_by_limit
+from subagents.plans import adrive, drive
 from subagents.settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
 
 COUNT_KEY = "run_model_call_count"
@@ -132,25 +133,22 @@ class RootBudget:
 
     def call(self, request: ModelRequest[ContextT],
              handler: Callable[[ModelRequest[ContextT]], ModelCallResult[ResponseT]]) -> ModelCallResult[ResponseT]:
-        if (stop := self._no_call(request)) is not None:
-            return stop
-        if self.budget.spent_error(foreseen=True) is None:
-            with self._metered(refuses=True):
-                return handler(request)
-        with self._metered(refuses=False) as meter:
-            return self._ended(handler(request.override(tools=[], tool_choice=None)))
-        return self._ended(None, str(meter.stopped_by))  # no price for the model: not even the last call counts
+        return drive(self._plan(request), handler)
 
     async def acall(self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]],
                     Awaitable[ModelCallResult[ResponseT]]]) -> ModelCallResult[ResponseT]:
+        return await adrive(self._plan(request), handler)
+
+    def _plan(self, request: ModelRequest[ContextT]
+              ) -> Generator[ModelRequest[ContextT], ModelCallResult[ResponseT], ModelCallResult[ResponseT]]:
         if (stop := self._no_call(request)) is not None:
             return stop
         if self.budget.spent_error(foreseen=True) is None:
             with self._metered(refuses=True):
-                return await handler(request)
+                return (yield request)
         with self._metered(refuses=False) as meter:
-            return self._ended(await handler(request.override(tools=[], tool_choice=None)))
-        return self._ended(None, str(meter.stopped_by))
+            return self._ended((yield request.override(tools=[], tool_choice=None)))
+        return self._ended(None, str(meter.stopped_by))  # no price for the model: not even the last call counts
 
     def _no_call(self, request: ModelRequest[ContextT]) -> AIMessage | None:
         """The run's end with no call made: the budget's stop when it is the last message (a root middleware's
