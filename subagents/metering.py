@@ -981,6 +981,14 @@ def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None)
 MAX_FOLLOWED = 4096  # runs a _NodeMeter follows at once: far more than run together, however many never end
 
 
+def _forwarded(event: str) -> Callable[..., None]:
+    """A :class:`_NodeMeter` handler handing a model ``event`` to the meter of the run it is made in."""
+    def forward(self: _NodeMeter, first: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
+        if (meter := self._meter(parent_run_id)) is not None:
+            getattr(meter, event)(first, run_id=run_id, **kwargs)
+    return forward
+
+
 class _NodeMeter(BaseCallbackHandler):
     """Hands the run's meter a model call made in a metered node with callbacks of its own, which replace the run's
     (a root middleware's summariser given a tracer): the meter is in the node's config (no parent run), or followed
@@ -1015,23 +1023,8 @@ class _NodeMeter(BaseCallbackHandler):
     def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         self._runs.pop(run_id, None)
 
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None,
-                            **kwargs: Any) -> None:
-        if (meter := self._meter(parent_run_id)) is not None:
-            meter.on_chat_model_start(serialized, messages, run_id=run_id, **kwargs)
-
-    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, parent_run_id: Any = None,
-                     **kwargs: Any) -> None:
-        if (meter := self._meter(parent_run_id)) is not None:
-            meter.on_llm_start(serialized, prompts, run_id=run_id, **kwargs)
-
-    def on_llm_end(self, response: LLMResult, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
-        if (meter := self._meter(parent_run_id)) is not None:
-            meter.on_llm_end(response, run_id=run_id)
-
-    def on_llm_error(self, error: BaseException, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
-        if (meter := self._meter(parent_run_id)) is not None:
-            meter.on_llm_error(error, run_id=run_id, response=kwargs.get("response"))
+    on_chat_model_start, on_llm_start = _forwarded("on_chat_model_start"), _forwarded("on_llm_start")
+    on_llm_end, on_llm_error = _forwarded("on_llm_end"), _forwarded("on_llm_error")
 
 
 _ONE_NODE_METER = _NodeMeter()
