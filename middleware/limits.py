@@ -17,7 +17,7 @@ import urllib.request
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from typing import Any, Generic, Literal, cast
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -395,55 +395,36 @@ class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
 
     def _plan(self, request: ModelRequest[ContextT]
               ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
-        forced = self._forced(request)
-        if forced is None:
+        first = is_first_call_of_turn(request.messages)
+        specs = [convert_to_openai_tool(t)["function"] for t in request.tools] if first else []
+        if not (specs := [s for s in specs if self.only is None or s["name"] in self.only]):
             return (yield request)
-        try:
-            return forced.finish((yield forced.request))
-        except Exception as exc:
-            return forced.recover(exc)
-
-    def _forced(self, request: ModelRequest[ContextT]) -> _ForcedCall[ContextT] | None:
-        if not is_first_call_of_turn(request.messages):
-            return None
-        specs = [convert_to_openai_tool(t)["function"] for t in request.tools]
-        chosen = [s for s in specs if self.only is None or s["name"] in self.only]
-        return _ForcedCall(request, chosen) if chosen else None
-
-
-class _ForcedCall(Generic[ContextT]):
-    """One forced call: the request that asks for a tool's arguments, and the reply made a tool call."""
-
-    def __init__(self, request: ModelRequest[ContextT], specs: list[dict[str, Any]]) -> None:
-        self.specs = {s["name"]: s for s in specs}
         listing = "; ".join(f"`{s['name']}`: {s.get('description') or ''}".strip() for s in specs)
         what = (f"the JSON arguments of `{specs[0]['name']}`" if len(specs) == 1
                 else f'a JSON object naming the tool ("{TOOL_KEY}") and its "{ARGUMENTS_KEY}"')
         prompt = f"Use a tool now. Tools: {listing}. Reply only with {what}, taken from the task."
-        self.request = json_request(request, prompt, "tool_call", forced_tool_schema(specs))
-
-    def finish(self, response: ModelCallResult[ResponseT]) -> ModelCallResult[ResponseT]:
+        try:
+            response: ModelCallResult[ResponseT] = yield json_request(request, prompt, "tool_call",
+                                                                      forced_tool_schema(specs))
+        except Exception as exc:
+            if (cut := truncated_reply(exc)) is None:  # a schema-constrained reply cut at the token limit: used
+                raise
+            response = cut
         message = last_ai(response)
         if message is None or message.tool_calls:
             return response
-        call = self._call(closed_json(message.text))
+        call = _tool_call({s["name"]: s for s in specs}, closed_json(message.text))
         return response if call is None else _calling(response, message, call)
 
-    def recover(self, exc: Exception) -> ModelCallResult[ResponseT]:
-        if (cut_short := truncated_reply(exc)) is None:  # a schema-constrained reply cut at the token limit: used
-            raise exc
-        return self.finish(cut_short)
 
-    def _call(self, reply: object) -> ToolCall | None:
-        if not isinstance(reply, Mapping):
-            return None
-        name: object = next(iter(self.specs))
-        args: object = reply
-        if len(self.specs) > 1:
-            name, args = reply.get(TOOL_KEY), reply.get(ARGUMENTS_KEY)
-        if not isinstance(name, str) or name not in self.specs or not isinstance(args, Mapping):
-            return None
-        return {"name": name, "args": dict(args), "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call"}
+def _tool_call(specs: Mapping[str, Any], reply: object) -> ToolCall | None:
+    """The call of one of ``specs`` a JSON reply describes, or ``None``."""
+    if not isinstance(reply, Mapping):
+        return None
+    name, args = (reply.get(TOOL_KEY), reply.get(ARGUMENTS_KEY)) if len(specs) > 1 else (next(iter(specs)), reply)
+    if not isinstance(name, str) or name not in specs or not isinstance(args, Mapping):
+        return None
+    return {"name": name, "args": dict(args), "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call"}
 
 
 def forced_tool_schema(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
