@@ -23,6 +23,7 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command
 from langgraph.typing import ContextT
 
+from middleware.limits import last_ai
 from subagents.errors import BudgetExceeded, SpecError
 from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools, run_meter_in
 from subagents.outcome import limit_stop, stopped_by_limit
@@ -105,8 +106,7 @@ UNMETERED = ("SubAgentMiddleware(budget=...) counts the root's model calls and i
 
 
 class RootBudget:
-    """The shared budget on the root's model calls (``name`` signs the limit's message):
-    ``RootBudget(budget).call(request, handler)`` in a model-call wrap of the root."""
+    """The shared budget on the root's model calls, in its model-call wrap (``name`` signs the limit's message)."""
 
     def __init__(self, budget: Budget, *, prices: PriceTable | None = None, name: str | None = None) -> None:
         self.budget, self.prices, self.agent_name = budget, prices, name
@@ -151,9 +151,8 @@ class RootBudget:
         return self._ended(None, str(meter.stopped_by))  # no price for the model: not even the last call counts
 
     def _no_call(self, request: ModelRequest[ContextT]) -> AIMessage | None:
-        """The run's end with no call made: the budget's stop when it is the last message (a root middleware's
-        call was refused before this one; returned as it is, it replaces itself), or a new one when the budget is
-        spent and had its last call (a middleware sending the run back to the model after it gets the stop again)."""
+        """The run's end with no call made: the budget's stop when it is the last message (it replaces itself), or
+        a new one when the budget is spent and had its last call (a middleware sent the run back to the model)."""
         last = request.messages[-1] if request.messages else None
         if isinstance(last, AIMessage) and stopped_by_limit(last) == "budget":
             return last
@@ -162,8 +161,7 @@ class RootBudget:
 
     @contextlib.contextmanager
     def _metered(self, *, refuses: bool) -> Iterator[TaskMeter]:
-        """A meter of the call's own, given to every model call made inside (the run's meter counts none); the
-        call's refusal by this meter is swallowed (another one's raises)."""
+        """A meter of the call's own for every model call made inside; its own refusal is swallowed."""
         self._say_if_unmetered()
         meter = TaskMeter(budget=self.budget, prices=self.prices)
         meter.refuses = refuses
@@ -180,8 +178,7 @@ class RootBudget:
 
     def _ended(self, response: ModelCallResult[ResponseT] | None, refused: str | None = None) -> AIMessage:
         """The run's last message: the model's answer (if it gave one), then why the run ends."""
-        messages = response.result if isinstance(response, ModelResponse) else [response]
-        answer = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        answer = None if response is None else last_ai(response)
         text = (answer.text or "").strip() if answer is not None else ""
         spent = refused or self.budget.exhausted() or "the shared budget cannot cover another call"
         note = (f"Stopped: {spent}. This run's model calls end here; raise the Budget's limit "

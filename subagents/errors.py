@@ -372,7 +372,6 @@ def safe_text(value: object, limit: int = _MAX_TEXT) -> str:
     return text
 
 
-
 # -- Which KeyboardInterrupt is the user's: read where a child's ending is judged (the runner, the meter's task
 # factory), set by the runner's SIGINT handler; here, below both, so neither imports the other for it.
 
