@@ -214,11 +214,7 @@ class ForcedDelegation:
             self.detected = "response_format"
             wasted = response
         prompt = VERBATIM_CALL_PROMPT if self.setting.description == "verbatim" else FORCED_CALL_PROMPT
-        try:
-            response = yield json_request(request, prompt, TASK_TOOL_NAME, self._schema())
-        except Exception as exc:
-            if (response := truncated_reply(exc)) is None:
-                raise
+        response = yield from ask_json(request, prompt, TASK_TOOL_NAME, self._schema())
         return with_usage_of(self._described(as_task_call(response), request), wasted)
 
     def probe(self, request: ModelRequest[ContextT]) -> None:
@@ -247,13 +243,19 @@ class ForcedDelegation:
         return schema
 
 
-def json_request(request: ModelRequest[ContextT], prompt: str, name: str, schema: dict[str, Any]
-                 ) -> ModelRequest[ContextT]:
-    """``request`` with ``prompt`` added, asking for a JSON object matching ``schema`` instead of a tool call."""
+def ask_json(request: ModelRequest[ContextT], prompt: str, name: str, schema: dict[str, Any]
+             ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
+    """A call of ``request`` with ``prompt`` added, asking for a JSON object matching ``schema`` instead of a tool
+    call; a reply cut at the token limit is used."""
     response_format = {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
-    return with_prompt_block(request, prompt).override(
-        tools=[], tool_choice=None, response_format=None,
-        model_settings={**request.model_settings, "response_format": response_format})
+    try:
+        return (yield with_prompt_block(request, prompt).override(
+            tools=[], tool_choice=None, response_format=None,
+            model_settings={**request.model_settings, "response_format": response_format}))
+    except Exception as exc:
+        if (cut := truncated_reply(exc)) is None:
+            raise
+        return cut
 
 
 def current_turn(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
@@ -403,13 +405,7 @@ class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
         what = (f"the JSON arguments of `{specs[0]['name']}`" if len(specs) == 1
                 else f'a JSON object naming the tool ("{TOOL_KEY}") and its "{ARGUMENTS_KEY}"')
         prompt = f"Use a tool now. Tools: {listing}. Reply only with {what}, taken from the task."
-        try:
-            response: ModelCallResult[ResponseT] = yield json_request(request, prompt, "tool_call",
-                                                                      forced_tool_schema(specs))
-        except Exception as exc:
-            if (cut := truncated_reply(exc)) is None:  # a schema-constrained reply cut at the token limit: used
-                raise
-            response = cut
+        response = yield from ask_json(request, prompt, "tool_call", forced_tool_schema(specs))
         message = last_ai(response)
         if message is None or message.tool_calls:
             return response
