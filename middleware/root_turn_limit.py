@@ -123,14 +123,6 @@ class RootBudget:
         meter = run_meter_in(get_config(), self.budget)  # the tool node's: the run's meter is inherited there
         return contextlib.nullcontext() if meter is None else metered_in_tools(meter)
 
-    def _say_if_unmetered(self) -> None:
-        """Warn, once, when the root runs without the :meth:`metered` meter (its middleware's calls go uncounted)."""
-        if self._unmetered_said:
-            return
-        self._unmetered_said = True
-        if run_meter_in(get_config(), self.budget) is None:
-            warnings.warn(UNMETERED, UserWarning, stacklevel=2)
-
     def call(self, request: ModelRequest[ContextT],
              handler: Callable[[ModelRequest[ContextT]], ModelCallResult[ResponseT]]) -> ModelCallResult[ResponseT]:
         return drive(self._plan(request), handler)
@@ -162,7 +154,10 @@ class RootBudget:
     @contextlib.contextmanager
     def _metered(self, *, refuses: bool) -> Iterator[TaskMeter]:
         """A meter of the call's own for every model call made inside; its own refusal is swallowed."""
-        self._say_if_unmetered()
+        if not self._unmetered_said:  # once: whether the run's meter counts its middleware's own calls
+            self._unmetered_said = True
+            if run_meter_in(get_config(), self.budget) is None:
+                warnings.warn(UNMETERED, UserWarning, stacklevel=1)
         meter = TaskMeter(budget=self.budget, prices=self.prices)
         meter.refuses = refuses
         meter.alone_at_estimate = True  # the root's calls run alone: the first teaches its model's ratio
