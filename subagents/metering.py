@@ -926,9 +926,8 @@ class RunEnded(BudgetExceeded, ParentCommand):
 
 
 class RunMeter(TaskMeter):
-    """The root graph's callback counting every model call no other meter counts (a root middleware's own) against
-    the budget; a refusal is a :class:`RunEnded` (the run ends on ``ended(refused)``). :attr:`in_tools` meters the
-    root's tool step, as a child's."""
+    """The root graph's callback counting every model call no other meter counts (a root middleware's own); a refusal
+    is a :class:`RunEnded` (the run ends on ``ended(refused)``). :attr:`in_tools` meters the root's tool step."""
 
     ignore_agent = True  # tool events: the root's tools are never this meter's to stop
 
