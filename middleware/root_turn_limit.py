@@ -10,13 +10,11 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Iterator
-from contextvars import ContextVar
 from typing import Annotated, Any, NotRequired, TypeVar
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelCallResult, PrivateStateAttr, ResponseT
 from langchain_core.messages import AIMessage
-from langchain_core.tracers.context import register_configure_hook
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.config import get_config
 from langgraph.pregel import Pregel
@@ -90,12 +88,6 @@ def _counted(response: ModelResponse[ResponseT], made: int) -> ExtendedModelResp
     return ExtendedModelResponse(model_response=response, command=Command(update={COUNT_KEY: made + 1}))
 
 
-# The shared budget on the root's own calls, metered as a child's: the public configure hook hands a TaskMeter
-# to every model call made in the wrap, so the call actually sent (a fallback's, a retry) is reserved and charged.
-
-_ROOT_CALL_METER: ContextVar[TaskMeter | None] = ContextVar("subagents_root_call_meter", default=None)
-register_configure_hook(_ROOT_CALL_METER, inheritable=True)
-
 GraphT = TypeVar("GraphT", bound="Pregel[Any, Any, Any, Any]")
 
 UNMETERED = ("SubAgentMiddleware(budget=...) counts the root's model calls and its children's; a model call "
@@ -161,15 +153,12 @@ class RootBudget:
         meter = TaskMeter(budget=self.budget, prices=self.prices)
         meter.refuses = refuses
         meter.alone_at_estimate = True  # the root's calls run alone: the first teaches its model's ratio
-        token = _ROOT_CALL_METER.set(meter)
-        try:
-            with metered_apart():
+        try:  # handed to every model call made inside, so the call actually sent (a fallback's) is charged
+            with metered_apart(meter, child=False):
                 yield meter
         except BudgetExceeded as refused:
             if meter.stopped_by is not refused:
                 raise
-        finally:
-            _ROOT_CALL_METER.reset(token)
 
     def _ended(self, response: ModelCallResult[ResponseT] | None, refused: str | None = None) -> AIMessage:
         """The run's last message: the model's answer (if it gave one), then why the run ends."""

@@ -896,10 +896,11 @@ def _set(*pairs: tuple[contextvars.ContextVar[Any], Any]) -> Iterator[None]:
             var.reset(token)
 
 
-def metered_apart(meter: TaskMeter | None = None) -> contextlib.AbstractContextManager[None]:
-    """Model calls made inside are counted by a meter of their own, so a :class:`RunMeter` leaves them
-    alone. ``meter``: a child's, for its model-call wrap (:func:`task_meter`)."""
-    return _set((_METERED_APART, True), (_TASK_METER, meter), (_METER_IN_FORCE, meter), (_NODE_METER, None))
+def metered_apart(meter: TaskMeter | None = None, *, child: bool = True) -> contextlib.AbstractContextManager[None]:
+    """Model calls made inside are counted by ``meter`` (whatever callbacks they are given) or one of their own, so a
+    :class:`RunMeter` leaves them alone; a ``child``'s meter is its model-call wrap's too (:func:`task_meter`)."""
+    task = meter if child else None
+    return _set((_METERED_APART, True), (_TASK_METER, task), (_METER_IN_FORCE, meter), (_NODE_METER, None))
 
 
 def metered_in_tools(meter: RunMeter) -> contextlib.AbstractContextManager[None]:
