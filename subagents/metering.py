@@ -40,6 +40,7 @@ from subagents.errors import (
     TaskCancelled,
     TaskTimeout,
     from_signal_handler,
+    is_ctrl_c,
 )
 from subagents.roles import ChildPolicy
 from subagents.transcripts import TranscriptSink
@@ -873,8 +874,6 @@ async def _exit_kept(coro: Awaitable[Any]) -> Any:
     try:
         return await coro
     except KeyboardInterrupt as exc:
-        from subagents.errors import is_ctrl_c
-
         if is_ctrl_c():
             raise
         raise ChildExit(exc) from exc
