@@ -17,7 +17,7 @@ import urllib.request
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from typing import Any, Generic, Literal, cast
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -214,11 +214,7 @@ class ForcedDelegation:
             self.detected = "response_format"
             wasted = response
         prompt = VERBATIM_CALL_PROMPT if self.setting.description == "verbatim" else FORCED_CALL_PROMPT
-        try:
-            response = yield json_request(request, prompt, TASK_TOOL_NAME, self._schema())
-        except Exception as exc:
-            if (response := truncated_reply(exc)) is None:
-                raise
+        response = yield from ask_json(request, prompt, TASK_TOOL_NAME, self._schema())
         return with_usage_of(self._described(as_task_call(response), request), wasted)
 
     def probe(self, request: ModelRequest[ContextT]) -> None:
@@ -247,13 +243,19 @@ class ForcedDelegation:
         return schema
 
 
-def json_request(request: ModelRequest[ContextT], prompt: str, name: str, schema: dict[str, Any]
-                 ) -> ModelRequest[ContextT]:
-    """``request`` with ``prompt`` added, asking for a JSON object matching ``schema`` instead of a tool call."""
+def ask_json(request: ModelRequest[ContextT], prompt: str, name: str, schema: dict[str, Any]
+             ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
+    """A call of ``request`` with ``prompt`` added, asking for a JSON object matching ``schema`` instead of a tool
+    call; a reply cut at the token limit is used."""
     response_format = {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
-    return with_prompt_block(request, prompt).override(
-        tools=[], tool_choice=None, response_format=None,
-        model_settings={**request.model_settings, "response_format": response_format})
+    try:
+        return (yield with_prompt_block(request, prompt).override(
+            tools=[], tool_choice=None, response_format=None,
+            model_settings={**request.model_settings, "response_format": response_format}))
+    except Exception as exc:
+        if (cut := truncated_reply(exc)) is None:
+            raise
+        return cut
 
 
 def current_turn(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
@@ -395,55 +397,30 @@ class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
 
     def _plan(self, request: ModelRequest[ContextT]
               ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
-        forced = self._forced(request)
-        if forced is None:
+        first = is_first_call_of_turn(request.messages)
+        specs = [convert_to_openai_tool(t)["function"] for t in request.tools] if first else []
+        if not (specs := [s for s in specs if self.only is None or s["name"] in self.only]):
             return (yield request)
-        try:
-            return forced.finish((yield forced.request))
-        except Exception as exc:
-            return forced.recover(exc)
-
-    def _forced(self, request: ModelRequest[ContextT]) -> _ForcedCall[ContextT] | None:
-        if not is_first_call_of_turn(request.messages):
-            return None
-        specs = [convert_to_openai_tool(t)["function"] for t in request.tools]
-        chosen = [s for s in specs if self.only is None or s["name"] in self.only]
-        return _ForcedCall(request, chosen) if chosen else None
-
-
-class _ForcedCall(Generic[ContextT]):
-    """One forced call: the request that asks for a tool's arguments, and the reply made a tool call."""
-
-    def __init__(self, request: ModelRequest[ContextT], specs: list[dict[str, Any]]) -> None:
-        self.specs = {s["name"]: s for s in specs}
         listing = "; ".join(f"`{s['name']}`: {s.get('description') or ''}".strip() for s in specs)
         what = (f"the JSON arguments of `{specs[0]['name']}`" if len(specs) == 1
                 else f'a JSON object naming the tool ("{TOOL_KEY}") and its "{ARGUMENTS_KEY}"')
         prompt = f"Use a tool now. Tools: {listing}. Reply only with {what}, taken from the task."
-        self.request = json_request(request, prompt, "tool_call", forced_tool_schema(specs))
-
-    def finish(self, response: ModelCallResult[ResponseT]) -> ModelCallResult[ResponseT]:
+        response = yield from ask_json(request, prompt, "tool_call", forced_tool_schema(specs))
         message = last_ai(response)
         if message is None or message.tool_calls:
             return response
-        call = self._call(closed_json(message.text))
+        call = _tool_call({s["name"]: s for s in specs}, closed_json(message.text))
         return response if call is None else _calling(response, message, call)
 
-    def recover(self, exc: Exception) -> ModelCallResult[ResponseT]:
-        if (cut_short := truncated_reply(exc)) is None:  # a schema-constrained reply cut at the token limit: used
-            raise exc
-        return self.finish(cut_short)
 
-    def _call(self, reply: object) -> ToolCall | None:
-        if not isinstance(reply, Mapping):
-            return None
-        name: object = next(iter(self.specs))
-        args: object = reply
-        if len(self.specs) > 1:
-            name, args = reply.get(TOOL_KEY), reply.get(ARGUMENTS_KEY)
-        if not isinstance(name, str) or name not in self.specs or not isinstance(args, Mapping):
-            return None
-        return {"name": name, "args": dict(args), "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call"}
+def _tool_call(specs: Mapping[str, Any], reply: object) -> ToolCall | None:
+    """The call of one of ``specs`` a JSON reply describes, or ``None``."""
+    if not isinstance(reply, Mapping):
+        return None
+    name, args = (reply.get(TOOL_KEY), reply.get(ARGUMENTS_KEY)) if len(specs) > 1 else (next(iter(specs)), reply)
+    if not isinstance(name, str) or name not in specs or not isinstance(args, Mapping):
+        return None
+    return {"name": name, "args": dict(args), "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call"}
 
 
 def forced_tool_schema(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -9,23 +9,23 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Awaitable, Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from typing import Annotated, Any, NotRequired, TypeVar
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelCallResult, PrivateStateAttr, ResponseT
 from langchain_core.messages import AIMessage
-from langchain_core.tracers.context import register_configure_hook
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.config import get_config
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 from langgraph.typing import ContextT
 
+from middleware.limits import last_ai
 from subagents.errors import BudgetExceeded, SpecError
 from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools, run_meter_in
 from subagents.outcome import limit_stop, stopped_by_limit
+from subagents.plans import adrive, drive
 from subagents.settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
 
 COUNT_KEY = "run_model_call_count"
@@ -88,12 +88,6 @@ def _counted(response: ModelResponse[ResponseT], made: int) -> ExtendedModelResp
     return ExtendedModelResponse(model_response=response, command=Command(update={COUNT_KEY: made + 1}))
 
 
-# The shared budget on the root's own calls, metered as a child's: the public configure hook hands a TaskMeter
-# to every model call made in the wrap, so the call actually sent (a fallback's, a retry) is reserved and charged.
-
-_ROOT_CALL_METER: ContextVar[TaskMeter | None] = ContextVar("subagents_root_call_meter", default=None)
-register_configure_hook(_ROOT_CALL_METER, inheritable=True)
-
 GraphT = TypeVar("GraphT", bound="Pregel[Any, Any, Any, Any]")
 
 UNMETERED = ("SubAgentMiddleware(budget=...) counts the root's model calls and its children's; a model call "
@@ -104,8 +98,7 @@ UNMETERED = ("SubAgentMiddleware(budget=...) counts the root's model calls and i
 
 
 class RootBudget:
-    """The shared budget on the root's model calls (``name`` signs the limit's message):
-    ``RootBudget(budget).call(request, handler)`` in a model-call wrap of the root."""
+    """The shared budget on the root's model calls, in its model-call wrap (``name`` signs the limit's message)."""
 
     def __init__(self, budget: Budget, *, prices: PriceTable | None = None, name: str | None = None) -> None:
         self.budget, self.prices, self.agent_name = budget, prices, name
@@ -122,40 +115,28 @@ class RootBudget:
         meter = run_meter_in(get_config(), self.budget)  # the tool node's: the run's meter is inherited there
         return contextlib.nullcontext() if meter is None else metered_in_tools(meter)
 
-    def _say_if_unmetered(self) -> None:
-        """Warn, once, when the root runs without the :meth:`metered` meter (its middleware's calls go uncounted)."""
-        if self._unmetered_said:
-            return
-        self._unmetered_said = True
-        if run_meter_in(get_config(), self.budget) is None:
-            warnings.warn(UNMETERED, UserWarning, stacklevel=2)
-
     def call(self, request: ModelRequest[ContextT],
              handler: Callable[[ModelRequest[ContextT]], ModelCallResult[ResponseT]]) -> ModelCallResult[ResponseT]:
-        if (stop := self._no_call(request)) is not None:
-            return stop
-        if self.budget.spent_error(foreseen=True) is None:
-            with self._metered(refuses=True):
-                return handler(request)
-        with self._metered(refuses=False) as meter:
-            return self._ended(handler(request.override(tools=[], tool_choice=None)))
-        return self._ended(None, str(meter.stopped_by))  # no price for the model: not even the last call counts
+        return drive(self._plan(request), handler)
 
     async def acall(self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]],
                     Awaitable[ModelCallResult[ResponseT]]]) -> ModelCallResult[ResponseT]:
+        return await adrive(self._plan(request), handler)
+
+    def _plan(self, request: ModelRequest[ContextT]
+              ) -> Generator[ModelRequest[ContextT], ModelCallResult[ResponseT], ModelCallResult[ResponseT]]:
         if (stop := self._no_call(request)) is not None:
             return stop
         if self.budget.spent_error(foreseen=True) is None:
             with self._metered(refuses=True):
-                return await handler(request)
+                return (yield request)
         with self._metered(refuses=False) as meter:
-            return self._ended(await handler(request.override(tools=[], tool_choice=None)))
-        return self._ended(None, str(meter.stopped_by))
+            return self._ended((yield request.override(tools=[], tool_choice=None)))
+        return self._ended(None, str(meter.stopped_by))  # no price for the model: not even the last call counts
 
     def _no_call(self, request: ModelRequest[ContextT]) -> AIMessage | None:
-        """The run's end with no call made: the budget's stop when it is the last message (a root middleware's
-        call was refused before this one; returned as it is, it replaces itself), or a new one when the budget is
-        spent and had its last call (a middleware sending the run back to the model after it gets the stop again)."""
+        """The run's end with no call made: the budget's stop when it is the last message (it replaces itself), or
+        a new one when the budget is spent and had its last call (a middleware sent the run back to the model)."""
         last = request.messages[-1] if request.messages else None
         if isinstance(last, AIMessage) and stopped_by_limit(last) == "budget":
             return last
@@ -164,26 +145,24 @@ class RootBudget:
 
     @contextlib.contextmanager
     def _metered(self, *, refuses: bool) -> Iterator[TaskMeter]:
-        """A meter of the call's own, given to every model call made inside (the run's meter counts none); the
-        call's refusal by this meter is swallowed (another one's raises)."""
-        self._say_if_unmetered()
+        """A meter of the call's own for every model call made inside; its own refusal is swallowed."""
+        if not self._unmetered_said:  # once: whether the run's meter counts its middleware's own calls
+            self._unmetered_said = True
+            if run_meter_in(get_config(), self.budget) is None:
+                warnings.warn(UNMETERED, UserWarning, stacklevel=1)
         meter = TaskMeter(budget=self.budget, prices=self.prices)
         meter.refuses = refuses
         meter.alone_at_estimate = True  # the root's calls run alone: the first teaches its model's ratio
-        token = _ROOT_CALL_METER.set(meter)
-        try:
-            with metered_apart():
+        try:  # handed to every model call made inside, so the call actually sent (a fallback's) is charged
+            with metered_apart(meter, child=False):
                 yield meter
         except BudgetExceeded as refused:
             if meter.stopped_by is not refused:
                 raise
-        finally:
-            _ROOT_CALL_METER.reset(token)
 
     def _ended(self, response: ModelCallResult[ResponseT] | None, refused: str | None = None) -> AIMessage:
         """The run's last message: the model's answer (if it gave one), then why the run ends."""
-        messages = response.result if isinstance(response, ModelResponse) else [response]
-        answer = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        answer = None if response is None else last_ai(response)
         text = (answer.text or "").strip() if answer is not None else ""
         spent = refused or self.budget.exhausted() or "the shared budget cannot cover another call"
         note = (f"Stopped: {spent}. This run's model calls end here; raise the Budget's limit "

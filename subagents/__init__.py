@@ -5,7 +5,6 @@ hooks, models, permissions) are in :mod:`subagents.definitions`, background task
 Names are imported on first use (PEP 562): ``import subagents.errors`` (the CLI's ``--help``) loads no LangChain.
 """
 
-
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -372,7 +372,6 @@ def safe_text(value: object, limit: int = _MAX_TEXT) -> str:
     return text
 
 
-
 # -- Which KeyboardInterrupt is the user's: read where a child's ending is judged (the runner, the meter's task
 # factory), set by the runner's SIGINT handler; here, below both, so neither imports the other for it.
 
@@ -386,7 +385,6 @@ class CtrlCHandler:
 def is_ctrl_c() -> bool:
     """Whether a ``KeyboardInterrupt`` raised here (this thread, now) may be the user's Ctrl-C. A signal reaches
     the main thread alone, where a handler of ours notes it first (``subagents.runner.request_stop``); under
-    another handler, the main thread's cannot be told from code raising it. Any other is a child's own: it fails
-    that task alone."""
+    another handler, the main thread's cannot be told from code raising it. Any other fails that task alone."""
     return _STOP.is_set() or (threading.current_thread() is threading.main_thread()
                               and not isinstance(signal.getsignal(signal.SIGINT), CtrlCHandler))

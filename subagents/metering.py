@@ -40,6 +40,7 @@ from subagents.errors import (
     TaskCancelled,
     TaskTimeout,
     from_signal_handler,
+    is_ctrl_c,
 )
 from subagents.roles import ChildPolicy
 from subagents.transcripts import TranscriptSink
@@ -106,9 +107,8 @@ def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[
     bare = _PROVIDER_PREFIX.sub("", sent)
     best: tuple[int, float, str] | None = None
     for key, price in prices.items():
-        # A prefix is taken off one side at most, so what is compared is a whole name of the other's.
+        # A prefix off one side at most; ranked: the same name, the sent one undated, the key undated.
         pairs = ((sent, key), (bare, key), (sent, _PROVIDER_PREFIX.sub("", key)))
-        # How well it matches: the same name, the sent name without its date, the key without its date.
         rank = max(3 if a == b else 2 if _DATE_STAMP.sub("", a) == b else 1 if _DATE_STAMP.sub("", b) == a else 0
                    for a, b in pairs)
         if rank and (best is None or (rank, sum(price)) > best[:2]):
@@ -333,9 +333,8 @@ class Budget:
             self._foreseen_usd = min(self._foreseen_usd or usd, usd) if usd else self._foreseen_usd
 
     def spent_error(self, *, foreseen: bool = False) -> BudgetExceeded | None:
-        """The :class:`BudgetExceeded` once the budget is spent, else ``None``. ``foreseen`` (new work): also once
-        what is left cannot cover the smallest call refused or a child's foreseen call and wrap-up (not for
-        running children: one sibling's huge prompt refuses no small calls)."""
+        """The :class:`BudgetExceeded` once the budget is spent, else ``None``; ``foreseen`` (new work, not a running
+        child's call): also once what is left cannot cover the smallest call refused or a child's call and wrap-up."""
         if self.max_tokens is not None and self.tokens >= self.max_tokens:
             return self._over("tokens", f"is spent ({self.tokens}/{self.max_tokens} tokens)")
         if self.max_usd is not None and self.usd >= self.max_usd:
@@ -394,12 +393,13 @@ _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generat
 
 _RAISED_BY = "_subagents_raised_by"  # the meter a stop was raised by (TaskMeter._raising), kept on the stop
 
+COUNTS = ("model_calls", "input_tokens", "output_tokens", "charged_input_tokens", "charged_output_tokens")
+
 STALL_NOTE_S = 0.5  # How far past its deadline a task must run before its timeout says what held it.
 
 
 def _not_a_meter_stop(record: logging.LogRecord) -> bool:
-    """Drops LangChain's "Error in TaskMeter.on_... callback" warning for a meter's stop: a stop is how the
-    meter ends a child and reaches the task's record, not a callback error. Other handlers' pass."""
+    """Drops LangChain's "Error in TaskMeter.on_... callback" warning for a meter's stop (how it ends a child)."""
     args = record.args
     return not (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], str)
                 and args[0] in _class_names(TaskMeter) | _class_names(_NodeMeter))
@@ -467,11 +467,9 @@ class TaskMeter(BaseCallbackHandler):
     def carry(self, spent: dict[str, Any]) -> None:
         """Start from what an earlier run of the same task spent (before an approval pause)."""
         with self._lock:
-            self.model_calls += token_count(spent.get("model_calls"))
-            self.input_tokens += token_count(spent.get("input_tokens"))
-            self.output_tokens += token_count(spent.get("output_tokens"))
-            self.charged_input_tokens += token_count(spent.get("charged_input_tokens", spent.get("input_tokens")))
-            self.charged_output_tokens += token_count(spent.get("charged_output_tokens", spent.get("output_tokens")))
+            for key in COUNTS:  # a record without charged counts: as reported
+                count = spent.get(key, spent.get(key.removeprefix("charged_")))
+                setattr(self, key, getattr(self, key) + token_count(count))
             self.cost_usd += dollars(spent.get("cost_usd"))
             priced = spent.get("priced_as")
             if isinstance(priced, list):
@@ -479,9 +477,8 @@ class TaskMeter(BaseCallbackHandler):
 
     def usage(self) -> dict[str, Any]:
         """The task's figures: tokens as reported and as charged, the cost, and the prices it was charged at."""
-        return {"model_calls": self.model_calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "charged_input_tokens": self.charged_input_tokens, "charged_output_tokens": self.charged_output_tokens,
-                "cost_usd": round(self.cost_usd, 6), "priced_as": sorted(self.priced_as)}
+        return {**{key: getattr(self, key) for key in COUNTS}, "cost_usd": round(self.cost_usd, 6),
+                "priced_as": sorted(self.priced_as)}
 
     def source_of(self, exc: BaseException) -> BaseException:
         """The error a model or tool raised that ``exc`` stands in for (a meter stop a tool wrapped, a
@@ -637,15 +634,13 @@ class TaskMeter(BaseCallbackHandler):
                               limit=self.max_usd, spent=spent, unit=unit)
 
     def _raising(self, error: SubagentError) -> SubagentError:
-        """``error``, marked as the meter's own: a tool it passes through does not make it the tool's. On the
-        error itself, so that however many calls it refuses (a tool's batch), each stays its stop."""
+        """``error``, marked on itself as the meter's own (a tool it passes through, or a batch it refuses)."""
         vars(error)[_RAISED_BY] = self
         self.stopped_by = error
         return error
 
     def _raised(self, exc: BaseException) -> bool:
-        """Whether ``exc`` is a stop this meter raised (:meth:`_raising`); by its type, which any error may not
-        fake (a ``__class__`` that raises)."""
+        """Whether ``exc`` is a stop this meter raised, judged by its type (a ``__class__`` cannot fake it)."""
         return issubclass(type(exc), SubagentError) and vars(exc).get(_RAISED_BY) is self
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
@@ -774,8 +769,7 @@ class TaskMeter(BaseCallbackHandler):
 
     def _hold_own(self, estimate: int, name: str | None,
                   priced: tuple[str, tuple[float, float]] | None) -> tuple[int, float]:
-        """Hold a call's prompt against the task's own limits, as the budget does, or refuse it when spent + held +
-        this passes one (a tool's calls, one huge prompt or a batch, keep within them too)."""
+        """Hold a call's prompt against the task's own limits as the budget does, or refuse one they cannot cover."""
         if self.max_tokens is None and self.max_usd is None:
             return 0, 0.0
         learned = self.budget.learned(name) if self.budget is not None else None
@@ -883,8 +877,6 @@ async def _exit_kept(coro: Awaitable[Any]) -> Any:
     try:
         return await coro
     except KeyboardInterrupt as exc:
-        from subagents.errors import is_ctrl_c
-
         if is_ctrl_c():
             raise
         raise ChildExit(exc) from exc
@@ -906,15 +898,15 @@ def _set(*pairs: tuple[contextvars.ContextVar[Any], Any]) -> Iterator[None]:
             var.reset(token)
 
 
-def metered_apart(meter: TaskMeter | None = None) -> contextlib.AbstractContextManager[None]:
-    """Model calls made inside are counted by a meter of their own, so a :class:`RunMeter` leaves them
-    alone. ``meter``: a child's, for its model-call wrap (:func:`task_meter`)."""
-    return _set((_METERED_APART, True), (_TASK_METER, meter), (_METER_IN_FORCE, meter), (_NODE_METER, None))
+def metered_apart(meter: TaskMeter | None = None, *, child: bool = True) -> contextlib.AbstractContextManager[None]:
+    """Model calls made inside are counted by ``meter`` (whatever callbacks they are given) or one of their own, so a
+    :class:`RunMeter` leaves them alone; a ``child``'s meter is its model-call wrap's too (:func:`task_meter`)."""
+    task = meter if child else None
+    return _set((_METERED_APART, True), (_TASK_METER, task), (_METER_IN_FORCE, meter), (_NODE_METER, None))
 
 
 def metered_in_tools(meter: RunMeter) -> contextlib.AbstractContextManager[None]:
-    """Model calls made inside (a root tool's) are ``meter``'s, as made in the tool step, whatever callbacks
-    they are given (see :data:`_METER_IN_FORCE`)."""
+    """Model calls made inside (a root tool's) are ``meter``'s, whatever callbacks they are given."""
     return _set((_METER_IN_FORCE, meter), (_NODE_METER, None))
 
 
@@ -937,9 +929,8 @@ class RunEnded(BudgetExceeded, ParentCommand):
 
 
 class RunMeter(TaskMeter):
-    """The root graph's callback counting every model call no other meter counts (a root middleware's own) against
-    the budget; a refusal is a :class:`RunEnded` (the run ends on ``ended(refused)``). :attr:`in_tools` meters the
-    root's tool step, as a child's."""
+    """The root graph's callback counting every model call no other meter counts (a root middleware's own); a refusal
+    is a :class:`RunEnded` (the run ends on ``ended(refused)``). :attr:`in_tools` meters the root's tool step."""
 
     ignore_agent = True  # tool events: the root's tools are never this meter's to stop
 
@@ -984,6 +975,14 @@ def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None)
 MAX_FOLLOWED = 4096  # runs a _NodeMeter follows at once: far more than run together, however many never end
 
 
+def _forwarded(event: str) -> Callable[..., None]:
+    """A :class:`_NodeMeter` handler handing a model ``event`` to the meter of the run it is made in."""
+    def forward(self: _NodeMeter, *args: Any, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
+        if (meter := self._meter(parent_run_id)) is not None:
+            getattr(meter, event)(*args, run_id=run_id, **kwargs)
+    return forward
+
+
 class _NodeMeter(BaseCallbackHandler):
     """Hands the run's meter a model call made in a metered node with callbacks of its own, which replace the run's
     (a root middleware's summariser given a tracer): the meter is in the node's config (no parent run), or followed
@@ -1018,23 +1017,8 @@ class _NodeMeter(BaseCallbackHandler):
     def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         self._runs.pop(run_id, None)
 
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None,
-                            **kwargs: Any) -> None:
-        if (meter := self._meter(parent_run_id)) is not None:
-            meter.on_chat_model_start(serialized, messages, run_id=run_id, **kwargs)
-
-    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, parent_run_id: Any = None,
-                     **kwargs: Any) -> None:
-        if (meter := self._meter(parent_run_id)) is not None:
-            meter.on_llm_start(serialized, prompts, run_id=run_id, **kwargs)
-
-    def on_llm_end(self, response: LLMResult, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
-        if (meter := self._meter(parent_run_id)) is not None:
-            meter.on_llm_end(response, run_id=run_id)
-
-    def on_llm_error(self, error: BaseException, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
-        if (meter := self._meter(parent_run_id)) is not None:
-            meter.on_llm_error(error, run_id=run_id, response=kwargs.get("response"))
+    on_chat_model_start, on_llm_start = _forwarded("on_chat_model_start"), _forwarded("on_llm_start")
+    on_llm_end, on_llm_error = _forwarded("on_llm_end"), _forwarded("on_llm_error")
 
 
 _ONE_NODE_METER = _NodeMeter()
@@ -1248,8 +1232,8 @@ class WrapUp(AgentMiddleware):
 
 
 def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | ModelResponse[Any]]:
-    """The request with the task's limits line; for the last call a limit allows, the wrap-up's (and ``True``);
-    with ``max_turns`` reached already, no call: the reply that ends the task (and the request as it came)."""
+    """The request with the limits line, the wrap-up's on the last call a limit allows (``True``), or with
+    ``max_turns`` reached, the reply that ends the task."""
     meter = task_meter()
     # Not run by the runner, wrap-ups off, or no tools to take away: each call could be the answer already.
     if meter is None or meter.wrap_up in (None, False) or not request.tools:

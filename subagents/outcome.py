@@ -116,8 +116,7 @@ class TaskRecord(BaseModel):
 
 def refused_record(task_id: str, agent_type: str, tool_call_id: str | None, description: str, error: str,
                    stop_reason: StopReason) -> dict[str, Any]:
-    """The record of a delegation refused before any child ran (invalid, past a limit): no time, no usage, and an
-    empty transcript."""
+    """The record of a delegation refused before any child ran: no time, no usage, and an empty transcript."""
     now = time.time()
     return TaskRecord(id=task_id, agent_type=agent_type, tool_call_id=tool_call_id, status="error",
                       stop_reason=stop_reason, description=description, error=error, started_at=now,

@@ -17,7 +17,7 @@ def drive(plan: Generator[Step, Any, Result], call: Callable[[Step], Any]) -> Re
         while True:
             try:
                 result, failure = call(step), None
-            except Exception as exc:  # noqa: BLE001 - the plan decides
+            except BaseException as exc:  # noqa: BLE001 - the plan decides; an interrupt leaves its `with` blocks
                 result, failure = None, exc
             step = plan.send(result) if failure is None else plan.throw(failure)
     except StopIteration as stop:
@@ -25,13 +25,13 @@ def drive(plan: Generator[Step, Any, Result], call: Callable[[Step], Any]) -> Re
 
 
 async def adrive(plan: Generator[Step, Any, Result], call: Callable[[Step], Awaitable[Any]]) -> Result:
-    """:func:`drive`, awaiting each call."""
+    """:func:`drive`, awaiting each call (a cancellation is thrown into the plan as any failure is)."""
     try:
         step = next(plan)
         while True:
             try:
                 result, failure = await call(step), None
-            except Exception as exc:  # noqa: BLE001 - the plan decides
+            except BaseException as exc:  # noqa: BLE001 - the plan decides
                 result, failure = None, exc
             step = plan.send(result) if failure is None else plan.throw(failure)
     except StopIteration as stop:
