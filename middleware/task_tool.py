@@ -25,11 +25,11 @@ from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_model, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome, TaskRecord
+from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome
 from subagents.boundary import DELEGATION_TOOL_TAG, annotations_of, graph_namespace, parent_channels, write_back
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
-from subagents.outcome import add_usage, lost, merge_records, refused_record, shows_something
+from subagents.outcome import add_usage, merge_records, refused_record, shows_something
 from subagents.registry import DYNAMIC_SUBAGENTS_KEY
 
 PREVIEW_CHARS = 200  # the longest description and result a ledger record keeps
@@ -229,15 +229,6 @@ def with_answers(messages: Sequence[Any], answers: Mapping[str, ToolMessage]) ->
             pending = [answers[str(c["id"])] for c in message.tool_calls if c.get("id") in answers]
     out.extend(pending)
     return out
-
-
-def lost_record(call: Mapping[str, object], agent_type: str, description: str, *, task_id: str,
-                transcript: str | None = None) -> dict[str, Any]:
-    """The ledger record of a delegation whose run stopped before it answered."""
-    fields = lost(LOST_REASON, transcript)
-    return TaskRecord(id=task_id, agent_type=agent_type, tool_call_id=str(call.get("id") or ""),
-                      description=description, started_at=fields["finished_at"], duration_ms=0.0,
-                      **fields).model_dump()
 
 
 _GROUPS_KEPT = 256
