@@ -545,7 +545,7 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
                          state_schema=child_state_schema(tools, parent_schemas=options.state_schemas,
                                                          excluded=options.excluded_keys))
     # The MCP sessions of a task close when its run ends, whichever way it ends.
-    return graph if mcp is None else graph.with_config(callbacks=[mcp.lifecycle])
+    return graph if mcp is None else graph.with_config(callbacks=[mcp])
 
 
 def runs_on_a_thread(model: Any) -> bool:

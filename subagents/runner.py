@@ -390,18 +390,12 @@ def _unknown(registry: SubagentRegistry, name: str, definitions: Any, state: Map
     created = list(definitions) if isinstance(definitions, Mapping) else []
     valid = ", ".join([*registry.names, *created]) or "none"
     message = f"unknown subagent_type {name!r}; valid types are: {valid}"
-    if _being_created(name, state):
+    last = (state.get("messages") or (None,))[-1]
+    if isinstance(last, AIMessage) and any(c.get("name") == "create_subagent" and (c.get("args") or {}).get(
+            "name") == name for c in last.tool_calls):
         message += (f". {name!r} is being created by a create_subagent call in this same turn; "
                     "delegate to it with task from your next turn")
     return UnknownSubagent(message)
-
-
-def _being_created(name: str, state: Mapping[str, Any]) -> bool:
-    last = (state.get("messages") or (None,))[-1]
-    if not isinstance(last, AIMessage):
-        return False
-    return any(c.get("name") == "create_subagent" and (c.get("args") or {}).get("name") == name
-               for c in last.tool_calls)
 
 
 def _graph_with_format(registry: SubagentRegistry, call: TaskCall, spec: AnySpec, spec_key: tuple[str, str],

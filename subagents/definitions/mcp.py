@@ -411,31 +411,15 @@ def tool_content(result: Any) -> Any:
     return parts
 
 
-class _Lifecycle(BaseCallbackHandler):
-    """Opens nothing; closes a task's sessions when the last chain of its run ends."""
-
-    run_inline = True
-
-    def __init__(self, toolset: McpToolset) -> None:
-        self.toolset = toolset
-
-    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID,
-                       metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        self.toolset._enter(run_id, _task_key(metadata))
-
-    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self.toolset._exit(run_id)
-
-    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self.toolset._exit(run_id)
-
-
 def _task_key(metadata: Mapping[str, Any] | None) -> str:
     return str((metadata or {}).get(TASK_ID_METADATA_KEY) or "")
 
 
-class McpToolset:
-    """The MCP tools of one built child, and the live sessions of its running tasks."""
+class McpToolset(BaseCallbackHandler):
+    """The MCP tools of one built child, and the live sessions of its running tasks: a callback on the child's
+    runs (it opens nothing), it closes a task's sessions when the last chain of its run ends."""
+
+    run_inline = True
 
     def __init__(self, agent: str, connections: Mapping[str, Mapping[str, Any]],
                  call_timeouts: Mapping[str, float]) -> None:
@@ -443,7 +427,6 @@ class McpToolset:
         self.connections = dict(connections)
         self.call_timeouts = dict(call_timeouts)
         self.tools: list[McpTool] = []
-        self.lifecycle = _Lifecycle(self)
         self._lock = threading.Lock()
         self._runs: dict[UUID, str] = {}
         self._active: dict[str, int] = {}
@@ -492,12 +475,16 @@ class McpToolset:
             timeout = min(timeout, max(min(deadlines) - time.monotonic(), 0.01))
         return sessions, timeout
 
-    def _enter(self, run_id: UUID, key: str) -> None:
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID,
+                       metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         with self._lock:
-            self._runs[run_id] = key
+            key = self._runs[run_id] = _task_key(metadata)
             self._active[key] = self._active.get(key, 0) + 1
 
-    def _exit(self, run_id: UUID) -> None:
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self.on_chain_end(None, run_id=run_id)
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             key = self._runs.pop(run_id, None)
             if key is None:
