@@ -1,15 +1,7 @@
-"""``SubAgentMiddleware``: the ``task`` tool, in any ``create_agent`` graph.
-
-Example::
-
-    policy = [HumanInTheLoopMiddleware(interrupt_on={"send_email": True})]
-    agent = create_agent(model, tools=[search, send_email], middleware=[
-        *policy, SubAgentMiddleware(subagents=[researcher], model_middleware=policy)])
-
-Children inherit the parent's model and tools unless their spec names others; a child is built once, so a
-parent that switches models mid-run should pass ``model=``. The ledger ``subagent_tasks`` holds one record per
-delegation, an invalid call included; shared keys are written back by the rule in :mod:`subagents.boundary`.
-"""
+"""``SubAgentMiddleware``: the ``task`` tool, in any ``create_agent`` graph. Children inherit the parent's model and
+tools unless their spec names others; a child is built once, so a parent that switches models mid-run should pass
+``model=``. The ledger ``subagent_tasks`` holds one record per delegation, an invalid call included; shared keys
+are written back by the rule in :mod:`subagents.boundary`."""
 
 import asyncio
 import dataclasses

@@ -459,9 +459,6 @@ STRUCTURED_TASK_TOOL_DESCRIPTION = (TASK_TOOL_DESCRIPTION + "\nTo get a typed an
                                     "naming what did not match.")
 
 
-PLACEHOLDER = "{available_agents}"
-
-
 def task_tool_description(template: str | None, agents: Iterable[tuple[str, str]]) -> str:
     """Ours (naming no agent), or ``template`` with ``{available_agents}`` made one ``- name: description`` a line."""
     if template is None:
@@ -469,7 +466,7 @@ def task_tool_description(template: str | None, agents: Iterable[tuple[str, str]
     if not isinstance(template, str) or not template.strip():
         raise SpecError(f"task_description: expected non-empty text, got {template!r}")
     listing = "\n".join(f"- {name}: {description}" for name, description in agents)
-    return template.replace(PLACEHOLDER, listing)
+    return template.replace("{available_agents}", listing)
 
 
 try:

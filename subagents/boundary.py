@@ -584,22 +584,14 @@ def running_in(slot: WorkHolder) -> Iterator[None]:
 def on_child_threads(request: Any) -> Any:
     """``request`` with its tool moved to the children's pool when it is a sync function tool."""
     tool = request.tool
-    if tool is None:
-        return request
-    pooled = _pooled(tool)
-    return request if pooled is None else request.override(tool=pooled)
-
-
-def _pooled(tool: Any) -> Any:
     entry = _POOLED.get(id(tool))
-    if entry is not None and entry[0] is tool:
-        return entry[1]
-    copy = _copy_on_pool(tool)
-    with _POOLED_LOCK:
-        if len(_POOLED) >= _POOLED_MAX:  # tools made per call (a middleware's): never a leak
-            _POOLED.clear()
-        _POOLED[id(tool)] = (tool, copy)  # the tool itself is kept: its id cannot be reused meanwhile
-    return copy
+    if entry is None or entry[0] is not tool:
+        entry = (tool, _copy_on_pool(tool))  # the tool itself is kept: its id cannot be reused meanwhile
+        with _POOLED_LOCK:
+            if len(_POOLED) >= _POOLED_MAX:  # tools made per call (a middleware's): never a leak
+                _POOLED.clear()
+            _POOLED[id(tool)] = entry
+    return request if entry[1] is None else request.override(tool=entry[1])
 
 
 async def held_until_it_returns(call: Awaitable[Any]) -> Any:
@@ -858,14 +850,10 @@ def contribution(before: Any, after: Any) -> Any:
             return after[len(before):]
         return _MISSING
     if isinstance(before, Mapping) and isinstance(after, Mapping):
-        return {k: v for k, v in after.items() if k not in before or not _same(before[k], v)}
+        return {k: v for k, v in after.items() if k not in before or not (before[k] is v or (before[k] == v) is True)}
     if isinstance(before, (set, frozenset)) and isinstance(after, (set, frozenset)):
         return type(after)(after - before) if before <= after else _MISSING
     return _MISSING
-
-
-def _same(a: Any, b: Any) -> bool:
-    return a is b or bool((a == b) is True)
 
 
 def _accepts(channel: Any, values: list[Any]) -> bool:

@@ -300,7 +300,8 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
         return "recursion", (f"hit its recursion limit ({limits.recursion_limit} steps) before finishing. "
                              "Split the task into smaller pieces, or raise recursion_limit.")
     if isinstance(exc, SubagentError):
-        reason = _claimed_reason(exc)
+        claimed: Any = exc.stop_reason  # one a failure can have; a subclass's own invention is "error"
+        reason = cast(StopReason, claimed) if type(claimed) is str and claimed in _FAILURE_REASONS else "error"
         if reason == "timeout":
             after = f" after {limits.timeout_s:g}s" if isinstance(limits.timeout_s, (int, float)) else ""
             stalled = getattr(exc, "stalled", None)
@@ -310,12 +311,6 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
         return reason, safe_text(exc) or reason
     text = safe_text(exc).strip() or "(no message)"
     return origin or "error", f"{_type_name(exc)}: {text}"
-
-
-def _claimed_reason(exc: SubagentError) -> StopReason:
-    """The error's ``stop_reason`` if it is one a failure can have; a subclass's own invention is ``error``."""
-    reason: Any = exc.stop_reason
-    return cast(StopReason, reason) if type(reason) is str and reason in _FAILURE_REASONS else "error"
 
 
 def _type_name(exc: BaseException) -> str:
@@ -904,7 +899,8 @@ class TaskRunner:
                 "a tool of the subagent returned Command(graph=Command.PARENT); a subagent cannot "
                 "write to the parent's state, only its final answer comes back"))
         except GraphInterrupt as signal:
-            if not _is_approval(signal):
+            found = signal.args[0] if signal.args else None  # resumable: it carries at least one Interrupt
+            if not (isinstance(found, (list, tuple)) and found and all(isinstance(i, Interrupt) for i in found)):
                 return self._fail(run, SubagentError("raised an interrupt that carries nothing to resume"))
             run.paused(signal)
             self._carry_usage(run)
@@ -1156,12 +1152,6 @@ def _restore_then_interrupt(signum: int, frame: Any) -> None:
     with contextlib.suppress(ValueError, OSError):  # the run ends with this interrupt: nothing to wrap after it
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.default_int_handler(signum, frame)
-
-
-def _is_approval(signal: GraphInterrupt) -> bool:
-    # Resumable: it carries at least one Interrupt.
-    found = signal.args[0] if signal.args else None
-    return isinstance(found, (list, tuple)) and bool(found) and all(isinstance(i, Interrupt) for i in found)
 
 
 def _send(plan: Generator[Any, Any, TaskOutcome], value: Any, *, throw: bool = False) -> Any:

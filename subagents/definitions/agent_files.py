@@ -185,18 +185,15 @@ def _explain(err: Mapping[str, Any]) -> str:
     return f"expected {expected}{' for item ' + where if where else ''}, got {brief(got)}"
 
 
-def agent_files_in(directory: Path) -> list[Path]:
-    """Every ``*.md`` file directly in ``directory`` except ``README.md``, sorted."""
-    return sorted(p for p in directory.glob("*.md") if p.is_file() and p.name.lower() != "readme.md")
-
-
 def discover_agents(dirs: DirLevels | None = None, *, project_dir: PathLike | None = None, home: PathLike | None = None,
                     missing: MissingDirPolicy | None = None) -> Discovery[SubagentSpec]:
     """Scan agent directories (default: project then user level); never raises for a file. A missing
     directory is skipped for the default levels, an error for those named, unless ``missing`` says otherwise."""
     levels = default_levels(AGENT_DIRS, project_dir, home) if dirs is None else as_levels(dirs)
-    return scan_levels(levels, files_in=agent_files_in, parse=parse_agent_file, name_of=lambda spec: spec.name,
-                       error=AgentFileError, kind="agent", missing=missing or ("skip" if dirs is None else "error"))
+    return scan_levels(levels, files_in=lambda d: sorted(  # every *.md but README.md
+                           p for p in d.glob("*.md") if p.is_file() and p.name.lower() != "readme.md"),
+                       parse=parse_agent_file, name_of=lambda spec: spec.name, error=AgentFileError, kind="agent",
+                       missing=missing or ("skip" if dirs is None else "error"))
 
 
 def load_agent_dirs(dirs: DirLevels) -> list[SubagentSpec]:

@@ -1,11 +1,6 @@
 """Claude Code hooks as an ``AgentMiddleware``, for a subagent or the root (the rules: docs/agent-files.md#hooks).
-
-Each command gets the event as JSON on stdin; exit 0 proceeds, exit 2 blocks (``PreToolUse``), feeds back
-(``PostToolUse``, ``SubagentStop``) or continues the agent (``Stop``) with stderr as the text. Anything else (another
-exit code, a timeout, a command that cannot start) is a warning kept on the tool result's
-``additional_kwargs["hook_warnings"]``; but a ``PreToolUse`` hook that never ran (its shell or sandbox did not
-start, exit 127 or 126) blocks the call: a guard's silence is not a verdict. A hook never raises into the agent.
-"""
+A hook never raises into the agent; a ``PreToolUse`` hook that never ran blocks the call: a guard's silence is not
+a verdict."""
 
 from __future__ import annotations
 
@@ -268,7 +263,7 @@ Plan = Generator[Any, Any, Any]  # yields ``None`` to call the wrapped tool, ``(
 
 
 class HookMiddleware(AgentMiddleware):
-    """Runs the hooks of one agent (see the module docstring for the rules).
+    """Runs the hooks of one agent (the rules: docs/agent-files.md#hooks).
 
     Args:
         hooks: Claude Code's hook mapping (checked again here).
@@ -368,8 +363,9 @@ class HookMiddleware(AgentMiddleware):
         notes += warnings
         feedback += blocks
         stop: dict[str, Any] | None = None
-        if delegating:
-            record = _record(result, self.delegation[1] if self.delegation else "")
+        if delegating and self.delegation is not None:
+            update = result.update if isinstance(result, Command) and isinstance(result.update, Mapping) else {}
+            record = dict(next(iter((update.get(self.delegation[1]) or {}).values()), {}))
             stop = {"task_id": record.get("id"), "status": record.get("status"), "result": text}
         elif starting and message is not None and message.status == "error":
             # The background start was refused (an unknown type, a cap): no child will end, so its
@@ -432,13 +428,6 @@ def _tool_message(result: Any, tool_call_id: str) -> ToolMessage | None:
             if isinstance(message, ToolMessage) and message.tool_call_id == tool_call_id:
                 return message
     return None
-
-
-def _record(result: Any, ledger_key: str) -> dict[str, Any]:
-    if isinstance(result, Command) and isinstance(result.update, Mapping):
-        for record in (result.update.get(ledger_key) or {}).values():
-            return dict(record)
-    return {}
 
 
 def _annotate(result: Any, tool_call_id: str, notes: list[str], feedback: list[str]) -> Any:

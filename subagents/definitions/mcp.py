@@ -1,10 +1,5 @@
-"""A subagent's MCP tools: listed once when the child is built, called through each task's sessions.
-
-Each tool is a :class:`McpTool` named ``mcp__<server>__<tool>`` (Claude Code's convention), filtered by ``tools``
-and ``disallowed_tools`` like any other. A task's sessions open on its first MCP call and close when the child's
-run ends, however it ends; two tasks never share one. A call waits at most until the task's deadline or the
-server's ``timeout``; a server that fails raises :class:`McpServerError` naming it, failing that task alone.
-"""
+"""A subagent's MCP tools (``mcp__<server>__<tool>``): listed once when the child is built, called through each
+task's own sessions, which close when its run ends; a server that fails fails that task alone, naming it."""
 
 from __future__ import annotations
 

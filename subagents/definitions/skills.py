@@ -1,10 +1,5 @@
-"""Skills: folders holding a ``SKILL.md`` (the Agent Skills layout), read when a task calls for them.
-
-Skill directories are searched in levels like agent directories. An agent is told about its skills in an
-``<available_skills>`` prompt block; a subagent gets exactly the skills its spec names. A spec's ``skills`` entry
-is a name from the caller's catalog or, as in deepagents, a folder of skill folders (with a ``/``, or starting
-with ``.`` or ``~``); a missing folder adds no skills, with a warning; a later entry replaces an earlier skill.
-"""
+"""Skills: folders holding a ``SKILL.md`` (the Agent Skills layout), found in levels like agent files and named
+to the agent in an ``<available_skills>`` block; a subagent gets exactly the skills its spec names."""
 
 from __future__ import annotations
 
@@ -74,11 +69,6 @@ def load_skill(path: PathLike) -> Skill:
     return parse_skill(Path(path))[0]
 
 
-def skill_files_in(directory: Path) -> list[Path]:
-    """``<directory>/<skill>/SKILL.md`` for every skill folder, sorted."""
-    return sorted(p for p in directory.glob(f"*/{SKILL_FILE}") if p.is_file())
-
-
 def available_skills_block(skills: Iterable[Skill]) -> str:
     """The ``<available_skills>`` block (XML-escaped); ``""`` for no skills."""
     rows = [f"<skill>\n<name>{escape(s.name)}</name>\n<description>{escape(s.description)}</description>\n"
@@ -120,8 +110,9 @@ def discover_skills(dirs: DirLevels | None = None, *, project_dir: PathLike | No
                     missing: MissingDirPolicy | None = None) -> Discovery[Skill]:
     """Scan skill directories (default: project then user level); never raises for a file."""
     levels = default_levels(SKILL_DIRS, project_dir, home) if dirs is None else as_levels(dirs)
-    return scan_levels(levels, files_in=skill_files_in, parse=parse_skill, name_of=lambda skill: skill.name,
-                       error=SkillFileError, kind="skill", missing=missing or ("skip" if dirs is None else "error"))
+    return scan_levels(levels, files_in=lambda d: sorted(p for p in d.glob(f"*/{SKILL_FILE}") if p.is_file()),
+                       parse=parse_skill, name_of=lambda skill: skill.name, error=SkillFileError, kind="skill",
+                       missing=missing or ("skip" if dirs is None else "error"))
 
 
 def load_skill_dirs(dirs: DirLevels) -> SkillCatalog:
