@@ -56,11 +56,12 @@ from middleware.task_tool import (
     TaskToolInputWithSchema,
     answered_response,
     available_agents_block,
-    build_task_tool,
+    delegation_tool,
     invalid_call_record,
     ledger_entry,
     lost_answer,
     open_calls,
+    outcome_command,
     task_args_schema,
     task_tool_description,
     tool_message,
@@ -197,30 +198,35 @@ class SubAgentMiddleware(AgentMiddleware):
         return self.prompt_block or None
 
     def _task_tool(self) -> StructuredTool:
+        """The ``task`` tool: a call runs through the runner (unless the cap refuses it), its outcome becomes the
+        parent's update. Its functions' hints are classes, not strings: LangChain resolves them on every call."""
         base = TaskToolInputWithSchema if self.structured_results else TaskToolInput
-        args_schema = task_args_schema(self.registry.names, base=base) if self._name_enum else base
-        return build_task_tool(self._delegate, self._adelegate, self._writes, description=self.task_description,
-                               args_schema=args_schema)
+        writes = self._writes
 
-    def _delegate(self, runtime: ToolRuntime, description: str, subagent_type: str,
-                  output_schema: Any) -> TaskOutcome:
-        call = self._call(description, subagent_type, runtime, output_schema)
-        try:
-            return self._refused(call) or self.runner.run(call)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
-            return _crashed(call, exc)
+        def task(description: str, subagent_type: str, runtime: ToolRuntime,
+                 output_schema: Any = None) -> Command:  # type: ignore[type-arg]
+            call = self._call(description, subagent_type, runtime, output_schema)
+            try:
+                outcome = self._refused(call) or self.runner.run(call)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
+                outcome = _crashed(call, exc)
+            return outcome_command(runtime, outcome, writes, writes.stored(runtime, outcome))
 
-    async def _adelegate(self, runtime: ToolRuntime, description: str, subagent_type: str,
-                         output_schema: Any) -> TaskOutcome:
-        call = self._call(description, subagent_type, runtime, output_schema)
-        try:
-            return self._refused(call) or await self.runner.arun(call)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
-            return _crashed(call, exc)
+        async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
+                        output_schema: Any = None) -> Command:  # type: ignore[type-arg]
+            call = self._call(description, subagent_type, runtime, output_schema)
+            try:
+                outcome = self._refused(call) or await self.runner.arun(call)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
+                outcome = _crashed(call, exc)
+            return outcome_command(runtime, outcome, writes, await writes.astored(runtime, outcome))
+
+        return delegation_tool(task, atask, TASK_TOOL_NAME, self.task_description,
+                               task_args_schema(self.registry.names, base=base) if self._name_enum else base)
 
     def _call(self, description: str, subagent_type: str, runtime: ToolRuntime,
               output_schema: dict[str, Any] | None = None) -> TaskCall:

@@ -237,12 +237,9 @@ StoredWrites = Sequence[tuple[str, str, object]]  # the step's pending writes: (
 
 
 class SiblingWrites:
-    """Per model message, per tool call: the deltas its ``task`` calls have written back so far.
-
-    Each write is tried on top of its siblings' (never its own earlier one: a replayed step), so no
-    combination can fail the step; with a checkpointer, siblings' are also read from the step's pending
-    writes, so a step resumed in another process counts those that finished before the pause.
-    """
+    """Per model message, per tool call: the deltas its ``task`` calls have written back so far. Each write is tried
+    on top of its siblings' (never its own earlier one: a replayed step), so no combination can fail the step; with
+    a checkpointer, siblings' are read from the step's pending writes too (a step resumed in another process)."""
 
     def __init__(self) -> None:
         self._groups: collections.OrderedDict[str, dict[str, dict[str, Any]]] = collections.OrderedDict()
@@ -542,31 +539,6 @@ def _depth_at_most(value: object, limit: int) -> bool:
 
 def _without_injected(value: Any) -> Any:
     return {k: v for k, v in value.items() if k not in _INJECTED} if isinstance(value, dict) else value
-
-
-Delegate = Callable[[ToolRuntime, str, str, Any], TaskOutcome]
-"""Runs one ``task`` call (runtime, description, subagent_type, output_schema); raises only LangGraph's signals."""
-
-
-def build_task_tool(delegate: Delegate, adelegate: Callable[[ToolRuntime, str, str, Any], Awaitable[TaskOutcome]],
-              writes: SiblingWrites, *, description: str, args_schema: type[BaseModel]) -> StructuredTool:
-    """The ``task`` tool: ``delegate`` (or ``adelegate``) runs a call, its outcome becomes the parent's update."""
-
-    def task(description: str, subagent_type: str, runtime: ToolRuntime, output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-        outcome = delegate(runtime, description, subagent_type, output_schema)
-        return outcome_command(runtime, outcome, writes, writes.stored(runtime, outcome))
-
-    async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
-                    output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-        outcome = await adelegate(runtime, description, subagent_type, output_schema)
-        return outcome_command(runtime, outcome, writes, await writes.astored(runtime, outcome))
-
-    # Classes, not this module's postponed strings: LangChain resolves these hints on every call, and a
-    # string (or a union, a parametrized generic) is rebuilt each time.
-    for function in (task, atask):
-        function.__annotations__ = {"description": str, "subagent_type": str, "runtime": ToolRuntime,
-                                    "output_schema": Any, "return": Command}
-    return delegation_tool(task, atask, TASK_TOOL_NAME, description, args_schema)
 
 
 def delegation_tool(func: Callable[..., Any], coroutine: Callable[..., Awaitable[Any]], name: str, description: str,

@@ -204,19 +204,23 @@ def _reachable(value: Any, code: set[int], *, copied: bool = False) -> dict[int,
 def _shared_with(copied: Any, original: Any) -> str | None:
     """What a deep copy still shares with its original (``None``: nothing mutable), named for the record."""
     if copied is original:
-        return f"its deep copy is the original {_type_name(original)}"
+        return f"its deep copy is the original {type_name(original)}"
     code: set[int] = set()
     before = _reachable(original, code)
     for key, item in _reachable(copied, code, copied=True).items():
         if key in before:
-            return f"its deep copy holds the original {_type_name(item)}"
+            return f"its deep copy holds the original {type_name(item)}"
         if isinstance(item, _OS_HANDLES):
-            return f"its deep copy holds {_type_name(item)}, the original's OS resource opened again"
+            return f"its deep copy holds {type_name(item)}, the original's OS resource opened again"
     return None
 
 
-def _type_name(value: Any) -> str:
-    return safe_text(type(value).__name__, 80)
+def type_name(value: Any) -> str:
+    """The name of ``value``'s type, bounded, never raising (a failure path names what it met by it)."""
+    try:
+        return safe_text(type(value).__name__, 80)
+    except BaseException:  # noqa: BLE001 - a hostile metaclass
+        return "Exception"
 
 
 def _holds_same(copied: Any, original: Any, depth: int = 0) -> bool:
@@ -269,7 +273,7 @@ def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]
         except BaseException as exc:  # noqa: BLE001 - any failure to copy withholds the key, never shares it
             if _user_stop_in_copy(exc):
                 raise
-            withheld[safe_text(key, 200)] = f"cannot be copied ({_name(exc)}: {safe_text(exc, 200)})"
+            withheld[safe_text(key, 200)] = f"cannot be copied ({type_name(exc)}: {safe_text(exc, 200)})"
             continue
         if shared is None:
             copies[key] = copied
@@ -773,7 +777,7 @@ def write_back(changes: Mapping[str, Any], inputs: Mapping[str, Any], channels: 
         except BaseException as exc:  # noqa: BLE001 - a hostile value is skipped, never a crash
             if is_real_cancellation(exc):
                 raise
-            reason = f"could not be compared or copied ({_name(exc)})"
+            reason = f"could not be compared or copied ({type_name(exc)})"
         if reason is not None:
             skipped[safe_text(key, 200)] = reason
     return update, skipped
@@ -820,7 +824,7 @@ def _carried(value: Any, checkpointed: bool) -> tuple[Any, str | None]:
     except BaseException as exc:  # noqa: BLE001 - any type: a value whose copy raises is skipped
         if is_real_cancellation(exc):
             raise
-        return value, f"the value cannot be copied ({_name(exc)})"
+        return value, f"the value cannot be copied ({type_name(exc)})"
     if checkpointed:
         from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -829,15 +833,8 @@ def _carried(value: Any, checkpointed: bool) -> tuple[Any, str | None]:
         except BaseException as exc:  # noqa: BLE001
             if is_real_cancellation(exc):
                 raise
-            return value, f"the parent's checkpointer cannot store the value ({_name(exc)})"
+            return value, f"the parent's checkpointer cannot store the value ({type_name(exc)})"
     return copied, None
-
-
-def _name(exc: BaseException) -> str:
-    try:
-        return str(type(exc).__name__)
-    except BaseException:  # noqa: BLE001
-        return "an error"
 
 
 def contribution(before: Any, after: Any) -> Any:

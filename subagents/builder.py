@@ -2,7 +2,7 @@
 
 Fields map onto LangChain's own middleware (approvals, ``condenser``); one of these classes in the spec's own
 ``middleware`` wins (``create_agent`` refuses two). ``max_turns`` is the runner's meter's, without two extra graph
-steps per turn. The prompt is the spec's own, then an ``<available_skills>`` block for the skills it names.
+steps per turn.
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ The steps are one plan (:meth:`TaskRunner._plan`) that ``run`` and ``arun`` driv
 raises becomes a failed :class:`~subagents.TaskOutcome` with a typed ``stop_reason``; only interrupts
 (approval) pass through. Real cancellation propagates, leaving a ``cancelled`` mark in the transcript; a
 ``KeyboardInterrupt`` is real only when it may be the user's Ctrl-C (:func:`is_ctrl_c`), else the child's error.
-Example: ``TaskRunner(SubagentRegistry(specs), max_concurrent=4).run(TaskCall(...))``.
 """
 
 from __future__ import annotations
@@ -44,6 +43,7 @@ from subagents.boundary import (
     langchain_private_state_keys,
     running_in,
     tool_name,
+    type_name,
 )
 from subagents.builder import call_format, requested_format
 from subagents.errors import (
@@ -278,7 +278,7 @@ def describe_failure(exc: BaseException, *, limits: Limits = Limits(), origin: S
     try:
         return _describe(exc, limits, origin)
     except BaseException:  # noqa: BLE001 - the failure path must never raise
-        return "error", f"{_type_name(exc)}: (the error could not be described)"
+        return "error", f"{type_name(exc)}: (the error could not be described)"
 
 
 def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> tuple[StopReason, str]:
@@ -289,7 +289,7 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
     if origin in ("model_error", "tool_error") and isinstance(exc, SubagentError):
         # The library's error raised by a child's model or tool (one that itself delegates, say): its
         # stop_reason tells of that tool's inner run, not of this task. The meter's own are never here.
-        return origin, f"{_type_name(exc)}: {safe_text(exc).strip() or '(no message)'}"
+        return origin, f"{type_name(exc)}: {safe_text(exc).strip() or '(no message)'}"
     if isinstance(exc, MaxTurnsReached):
         return "max_turns", (f"hit its max_turns limit ({exc.max_turns} model calls) before finishing. "
                              "Split the task into smaller pieces, or raise max_turns.")
@@ -310,14 +310,7 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
             return "timeout", f"timed out{after}. Split the task, or raise timeout_s."
         return reason, safe_text(exc) or reason
     text = safe_text(exc).strip() or "(no message)"
-    return origin or "error", f"{_type_name(exc)}: {text}"
-
-
-def _type_name(exc: BaseException) -> str:
-    try:
-        return str(type(exc).__name__)
-    except BaseException:  # noqa: BLE001
-        return "Exception"
+    return origin or "error", f"{type_name(exc)}: {text}"
 
 
 # -- Which child one call runs, on which graph, from which input. By default the registry's spec and cached
@@ -637,7 +630,7 @@ class Delegation:
             # No record follows a cancellation: the event is the only place that names the transcript, and
             # says why, when the cancellation says (``task.cancel("shutting down")``).
             text = safe_text(exc).strip()
-            why = {"reason": f"{_type_name(exc)}: {text}"} if text else {}
+            why = {"reason": f"{type_name(exc)}: {text}"} if text else {}
             self.emit("cancelled", transcript=self.transcript, **why, **self.usage())
         except BaseException:  # noqa: BLE001 - the cancellation itself must go on
             pass
