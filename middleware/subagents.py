@@ -147,7 +147,11 @@ class SubAgentMiddleware(AgentMiddleware):
         super().__init__()
         specs = with_general_purpose([coerce_spec(s) for s in subagents or ()], definitions.general_purpose)
         options = definitions.build_options(excluded_keys=EXCLUDED_STATE_KEYS)
-        options = dataclasses.replace(options, state_schemas=_with_schema(options.state_schemas, state_schema))
+        if state_schema is not None:  # deepagents': its keys reach declarative children, like the parent's own
+            if not isinstance(state_schema, type) or not getattr(state_schema, "__annotations__", None):
+                raise InvalidArgumentType("SubAgentMiddleware(): argument 'state_schema': expected a TypedDict class "
+                                          f"with annotated keys, got {type(state_schema).__name__}")
+            options = dataclasses.replace(options, state_schemas=(*options.state_schemas, state_schema))
         self.backend = backend  # deepagents' required argument, which deepagents keeps and never reads
         floor = parent_floor(type(self).__name__, model_middleware, specs, dynamic=definitions.dynamic_subagents)
         self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options,
@@ -498,16 +502,6 @@ def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:
     record = invalid_call_record(TASK_TOOL_NAME, call.tool_call_id or "", safe_text(exc), call.subagent_type)
     record.update(stop_reason="error", description=call.description)
     return TaskOutcome(record, error=f"{type(exc).__name__}: {safe_text(exc)}")
-
-
-def _with_schema(schemas: tuple[type, ...], state_schema: object) -> tuple[type, ...]:
-    """deepagents' ``state_schema=``: its keys reach declarative children, like the parent's own schemas."""
-    if state_schema is None:
-        return schemas
-    if not isinstance(state_schema, type) or not getattr(state_schema, "__annotations__", None):
-        raise InvalidArgumentType("SubAgentMiddleware(): argument 'state_schema': expected a TypedDict class with "
-                        f"annotated keys, got {type(state_schema).__name__}")
-    return (*schemas, state_schema)
 
 
 _METERED: dict[type[SubAgentMiddleware], type[SubAgentMiddleware]] = {}

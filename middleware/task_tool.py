@@ -110,7 +110,12 @@ def answer_invalid_calls(result: list[BaseMessage], tool_names: Collection[str]
     if not message.tool_calls and not message.invalid_tool_calls:  # an answer, most calls: nothing to check
         return result, []
     bad = [c for c in (message.invalid_tool_calls or []) if c.get("name") in tool_names]
-    renamed = _needing_ids(message.tool_calls, tool_names)
+    seen: set[str | None] = set()
+    renamed = set()  # calls to tool_names with no id, or with one an earlier call of the message has
+    for index, call in enumerate(message.tool_calls):
+        if call.get("name") in tool_names and (not call.get("id") or call.get("id") in seen):
+            renamed.add(index)
+        seen.add(call.get("id"))
     if renamed:
         # Some servers send no call id, or number ids per message and repeat them: the tool node needs
         # one per call to answer it, and a call must be told from its siblings (caps, write-backs).
@@ -153,18 +158,6 @@ def answered_response(response: ModelCallResult[ResponseT], tool_names: Collecti
         return fixed
     ledger = {r["id"]: as_record(r) for r in records}
     return ExtendedModelResponse(model_response=fixed, command=Command(update={ledger_key: ledger}))
-
-
-def _needing_ids(calls: list[ToolCall], tool_names: Collection[str]) -> set[int]:
-    """Positions of calls to ``tool_names`` with no id, or with one an earlier call of the message has."""
-    seen: set[str | None] = set()
-    renamed = set()
-    for index, call in enumerate(calls):
-        call_id = call.get("id")
-        if call.get("name") in tool_names and (not call_id or call_id in seen):
-            renamed.add(index)
-        seen.add(call_id)
-    return renamed
 
 
 def invalid_call_record(tool_name: str, tool_call_id: str, reason: str,

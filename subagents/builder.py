@@ -536,7 +536,6 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
         middleware.append(guard)  # innermost: it sees the request every other middleware changed
     if isinstance(guard, OneLevelToolGuard):  # outermost: no middleware runs a forbidden call first
         middleware.insert(0, OneLevelToolRefusal())
-    # The spec's prompt, without any ``<available_agents>`` block, then its skills block.
     skills = available_skills_block(skills_for(spec.skills, options.skills, agent=spec.name)) if spec.skills else ""
     prompt = "\n\n".join(part for part in (strip_agents_block(spec.system_prompt), skills) if part)
     graph = create_agent(model, tools, system_prompt=prompt or None,
@@ -544,7 +543,6 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
                          response_format=spec.response_format, name=spec.name,
                          state_schema=child_state_schema(tools, parent_schemas=options.state_schemas,
                                                          excluded=options.excluded_keys))
-    # The MCP sessions of a task close when its run ends, whichever way it ends.
     return graph if mcp is None else graph.with_config(callbacks=[mcp])
 
 

@@ -877,8 +877,7 @@ class TaskRunner:
                     if run.meter is not None and (stop := run.meter.stopped_by) is not None:
                         # A limit stopped the request and a middleware of the child's answered in its place.
                         raise stop
-                    # The first run's state is what gets written back; the
-                    # continuation only contributes its text.
+                    # The first run's state is what gets written back; the continuation only gives its text.
                     answer = merge_continuation(answer, final_answer(second), None)
                 except ParentCommand:
                     answer = merge_continuation(answer, None, "a tool tried to write to the parent")
