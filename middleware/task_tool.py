@@ -435,13 +435,9 @@ def task_call_json_schema(names: Sequence[str], *, description_max_chars: int | 
 class TaskToolInputWithSchema(TaskToolInput):
     """Arguments of the ``task`` tool, with a per-call output schema (``structured_results=True``)."""
 
-    output_schema: dict[str, Any] | None = Field(
-        default=None,
-        description=(
-            "Optional. A JSON Schema object (\"type\": \"object\") the subagent's answer must "
-            "match, for this call only; you receive the answer as JSON. Omit for a text answer."
-        ),
-    )
+    output_schema: dict[str, Any] | None = Field(default=None, description=(
+        "Optional. A JSON Schema object (\"type\": \"object\") the subagent's answer must "
+        "match, for this call only; you receive the answer as JSON. Omit for a text answer."))
 
 
 STRUCTURED_TASK_TOOL_DESCRIPTION = (TASK_TOOL_DESCRIPTION + "\nTo get a typed answer, pass `output_schema` (a JSON "

@@ -62,10 +62,8 @@ class ValueBudget:
 
     def __init__(self, limit: int = MAX_EXPANDED_NODES) -> None:
         self.limit = limit
-        self.used = 0
-        """Values so far, each alias counted as a full copy of what it points to."""
-        self.written = 0
-        """Values so far as written, aliases not expanded."""
+        self.used = 0  # values so far, each alias counted as a full copy of what it points to
+        self.written = 0  # values so far as written, aliases not expanded
 
 
 def check_brackets(source: str) -> None:
