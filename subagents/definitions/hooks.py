@@ -336,8 +336,6 @@ class HookMiddleware(AgentMiddleware):
     def _tool_plan(self, request: Any) -> Plan:
         call = request.tool_call
         name, args = call["name"], call.get("args") or {}
-        notes: list[str] = []
-        feedback: list[str] = []
         # A matcher for the delegation tool covers every tool that starts child work.
         alias = self.delegation[0] if self.delegation is not None and name in self.also_delegating else None
         delegating = (self.delegation is not None and name == self.delegation[0]
@@ -345,7 +343,7 @@ class HookMiddleware(AgentMiddleware):
         starting = delegating or (alias is not None and "SubagentStart" in self.hooks and "subagent_type" in args)
         blocks, warnings = yield from self._event("PreToolUse", name, {
             "tool_name": name, "tool_input": args, "tool_use_id": call.get("id")}, alias)
-        notes += warnings
+        notes = list(warnings)
         if blocks:
             return ToolMessage(content="\n".join(blocks), tool_call_id=call["id"], name=name,
                                status="error", additional_kwargs={"hook_warnings": notes} if notes else {})
@@ -361,7 +359,7 @@ class HookMiddleware(AgentMiddleware):
         blocks, warnings = yield from self._event("PostToolUse", name, {
             "tool_name": name, "tool_input": args, "tool_use_id": call.get("id"), "tool_response": text}, alias)
         notes += warnings
-        feedback += blocks
+        feedback = list(blocks)
         stop: dict[str, Any] | None = None
         if delegating and self.delegation is not None:
             update = result.update if isinstance(result, Command) and isinstance(result.update, Mapping) else {}

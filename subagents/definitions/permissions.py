@@ -1,8 +1,7 @@
 """The parent's policy over every child: which tool calls wait for approval (a mode becomes an ``interrupt_on``
 mapping), how an answer resumes them. A child may tighten the parent's approvals and data policy (its
 ``PIIMiddleware``), never loosen them: unlike deepagents, a cloned folder's ``bypassPermissions`` cannot switch off
-the approvals the user asked for; Claude Code's modes map to the closest that never runs a tool Claude would stop.
-"""
+the approvals the user asked for; Claude Code's modes map to the closest that never runs a tool Claude would stop."""
 
 from __future__ import annotations
 
