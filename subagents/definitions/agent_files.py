@@ -28,10 +28,9 @@ from subagents.spec import NAME_PATTERN, SubagentSpec
 # Claude Code's format, with the my-pi-agent/OpenHands fields too: every spelling of a field is accepted (two
 # spellings of one field is an error); unknown fields are kept in the spec's ``metadata``, with a warning.
 
-_FIELDS = ("name", "description", "tools", "disallowed_tools", "model", "skills", "color", "max_turns",
-           "max_budget_per_run", "max_tokens", "short_answer_threshold", "retry_truncated", "wrap_up", "timeout_s",
-           "recursion_limit", "permission_mode", "mcp_config", "condenser", "hooks", "interrupt_on", "metadata",
-           "context")
+# Every spec field but code (middleware, a response format), retries and what the file itself gives (body, path).
+_FIELDS = [f for f in SubagentSpec.model_fields if f not in {"system_prompt", "response_format", "middleware",
+                                                              "retries", "source"}]
 _ALIASES = {"max_turns": ("max_iteration_per_run",), "mcp_config": ("mcp_servers", "mcpServers")}
 
 
