@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -76,33 +76,24 @@ def available_skills_block(skills: Iterable[Skill]) -> str:
     return "" if not rows else f"{SKILLS_PREAMBLE}\n<available_skills>\n" + "\n".join(rows) + "\n</available_skills>"
 
 
-class SkillCatalog(Mapping[str, Skill]):
+class SkillCatalog(dict[str, Skill]):
     """The skills an agent tree may use, by name."""
 
     def __init__(self, skills: Iterable[Skill] = ()) -> None:
-        self._skills = {s.name: s for s in skills}
-
-    def __getitem__(self, name: str) -> Skill:
-        return self._skills[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._skills)
-
-    def __len__(self) -> int:
-        return len(self._skills)
+        super().__init__((s.name, s) for s in skills)
 
     def select(self, names: Sequence[str], *, agent: str) -> list[Skill]:
         """Exactly the named skills, in the order given; an unknown name raises."""
-        unknown = [n for n in names if n not in self._skills]
+        unknown = [n for n in names if n not in self]
         if unknown:
-            available = ", ".join(self._skills) or "none (pass skills_dirs to find some)"
+            available = ", ".join(self) or "none (pass skills_dirs to find some)"
             raise SpecError(f"subagent {agent!r}: field 'skills' names unknown skill(s) "
                             f"{', '.join(map(repr, unknown))}; available: {available}")
-        return [self._skills[n] for n in dict.fromkeys(names)]
+        return [self[n] for n in dict.fromkeys(names)]
 
     def prompt_block(self, names: Sequence[str] | None = None, *, agent: str = "agent") -> str:
         """The block for ``names`` (``None``: every skill)."""
-        chosen = self._skills.values() if names is None else self.select(names, agent=agent)
+        chosen = self.values() if names is None else self.select(names, agent=agent)
         return available_skills_block(chosen)
 
 
