@@ -564,25 +564,21 @@ class WorkHolder(Protocol):
     def release(self) -> None: ...
 
 
-_SLOT: contextvars.ContextVar[WorkHolder | None] = contextvars.ContextVar("subagent_slot", default=None)
+SLOT: contextvars.ContextVar[WorkHolder | None] = contextvars.ContextVar("subagent_slot", default=None)
+"""The place the work running here holds (set by :func:`running_in`), or ``None`` outside any."""
 _POOLED: dict[int, tuple[Any, Any]] = {}
 _POOLED_LOCK = threading.Lock()
 _POOLED_MAX = 4096
 
 
-def current_slot() -> WorkHolder | None:
-    """The place the work running here holds (set by :func:`running_in`), or ``None`` outside any."""
-    return _SLOT.get()
-
-
 @contextlib.contextmanager
 def running_in(slot: WorkHolder) -> Iterator[None]:
     """Tasks created inside this block (a child's ``ainvoke``) charge their sync tools to ``slot``."""
-    token = _SLOT.set(slot)
+    token = SLOT.set(slot)
     try:
         yield
     finally:
-        _SLOT.reset(token)
+        SLOT.reset(token)
 
 
 def on_child_threads(request: Any) -> Any:
@@ -601,7 +597,7 @@ def on_child_threads(request: Any) -> Any:
 async def held_until_it_returns(call: Awaitable[Any]) -> Any:
     """Await ``call`` (work on a thread) as its own task, which a cancellation of the caller does not end: it
     holds a share of the task's place until its thread returns, so what it spent reaches the budget."""
-    slot = _SLOT.get()
+    slot = SLOT.get()
     task = asyncio.ensure_future(call)
     if slot is not None:
         slot.share()
@@ -649,7 +645,7 @@ def _copy_on_pool(tool: Any) -> Any:
 def _on_pool(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     async def on_pool(*args: Any, **kwargs: Any) -> Any:
-        slot = _SLOT.get()
+        slot = SLOT.get()
         context = contextvars.copy_context()
         future = CHILD_TOOL_THREADS.submit(context.run, _call, func, args, kwargs)
         if slot is not None:

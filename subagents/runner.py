@@ -35,10 +35,10 @@ from langsmith import get_tracing_context, tracing_context
 
 from subagents.boundary import (
     CORE_EXCLUDED_KEYS,
+    SLOT,
     ChildInput,
     WorkHolder,
     changed_keys,
-    current_slot,
     is_forbidden_tool,
     langchain_private_state_keys,
     running_in,
@@ -698,7 +698,7 @@ async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     ``await``-ed: a child's ``GeneratorExit`` thrown into an awaiting coroutine would close the whole chain."""
     slot: Slot | WorkHolder = run.slot
     if slot is NO_CAP:  # a runner without a cap of its own, in work that holds one (a background task's place)
-        slot = current_slot() or slot
+        slot = SLOT.get() or slot
     # The child's task copies this context: it charges its sync tools to this slot and is traced as a subagent.
     keep_child_exits()  # any task the child makes, its own included, fails alone on its code's exit
     with running_in(slot), traced_as_subagent(run.meter):

@@ -340,17 +340,13 @@ def mcp_tool_name(server: str, tool: str) -> str:
     return _UNSAFE.sub("_", f"{MCP_PREFIX}{server}__{tool}")[:64]
 
 
-def is_mcp_name(name: str) -> bool:
-    return name.startswith(MCP_PREFIX)
-
-
 def _matches(name: str, server: str, pattern: str) -> bool:
     return pattern in (name, f"{MCP_PREFIX}{server}") or fnmatch.fnmatchcase(name, pattern)
 
 
 def select_mcp_tools(tools: Iterable[McpTool], allow: Sequence[Any] | None, deny: Sequence[str]) -> list[McpTool]:
     """The tools an allow list (``None``: all) admits and no deny entry names."""
-    allowed = None if allow is None else [p for p in allow if isinstance(p, str) and is_mcp_name(p)]
+    allowed = None if allow is None else [p for p in allow if isinstance(p, str) and p.startswith(MCP_PREFIX)]
     return [t for t in tools if (allowed is None or any(_matches(t.name, t.server, p) for p in allowed))
             and not any(_matches(t.name, t.server, p) for p in deny)]
 
@@ -358,7 +354,7 @@ def select_mcp_tools(tools: Iterable[McpTool], allow: Sequence[Any] | None, deny
 def unmatched_mcp_names(tools: Iterable[McpTool], allow: Sequence[Any] | None) -> list[str]:
     """The MCP names (``mcp__...``) in an allow list that admit none of ``tools``: a typo, or a server not given."""
     listed = list(tools)
-    return [p for p in allow or () if isinstance(p, str) and is_mcp_name(p)
+    return [p for p in allow or () if isinstance(p, str) and p.startswith(MCP_PREFIX)
             and not any(_matches(t.name, t.server, p) for t in listed)]
 
 
