@@ -916,7 +916,6 @@ class TaskRunner:
             return self._fail(run, exc)
 
     def _prepare(self, call: TaskCall) -> Delegation | TaskOutcome:
-        """Resolve the spec and graph, isolate the input, choose the sink, set the limits."""
         run = Delegation.start(call)
         if (call.parent_config.get("metadata") or {}).get(TASK_ID_METADATA_KEY):
             return self._refuse(run, "subagents cannot delegate; do the work yourself")

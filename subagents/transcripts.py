@@ -269,7 +269,6 @@ def _ends_a_line(path: Path) -> bool:
 
 
 def _message_ids(path: Path) -> set[str]:
-    """Ids of the messages a JSONL transcript already holds."""
     found: set[str] = set()
     with path.open(encoding="utf-8", errors="replace") as handle:
         for line in handle:
