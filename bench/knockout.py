@@ -45,6 +45,7 @@ from unittest import mock
 
 from langgraph.types import Command
 
+import middleware.subagents as delegating
 import middleware.task_tool as task_tool
 import subagents.runner as runner
 from bench import overhead
@@ -104,7 +105,7 @@ def _switchable() -> Iterator[dict[str, str]]:
     with (mock.patch.object(Delegation, "configure", configure_at_level),
           mock.patch.object(runner, "metered_apart", apart_at_level),
           mock.patch.object(Delegation, "open_transcript", open_transcript_at_level),
-          mock.patch.object(task_tool, "outcome_command", command_at_level)):
+          mock.patch.object(delegating, "outcome_command", command_at_level)):
         yield level
 
 

@@ -46,11 +46,12 @@ from pydantic import BaseModel, Field, ValidationError
 
 from middleware.limits import START_TOOL_NAME, DelegationLimit, is_notice, notice_message, refused_outcome
 from middleware.subagents import (
+    Answered,
     ParentModel,
     SubAgentMiddleware,
     _asaved_checkpoints,
-    _finished_before_the_stop,
     _saved_checkpoints,
+    answer_open_calls,
     parent_floor,
 )
 from middleware.task_tool import (
@@ -95,10 +96,9 @@ from subagents.boundary import DELEGATION_TOOL_TAG, with_prompt_block
 from subagents.errors import InvalidArgumentType, StopReason, UnknownSubagent, brief, safe_text
 from subagents.ledger import LedgerChannel, touch_if_quiet
 from subagents.metering import Budget
-from subagents.outcome import lost, task_id_for
+from subagents.outcome import lost
 from subagents.settings import DEFAULT_NOTICE_TOTAL_CHARS, DelegationSettings
 from subagents.spec import describe_validation_error
-from subagents.transcripts import left_by_call
 
 log = logging.getLogger(__name__)
 
@@ -671,47 +671,43 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     async def _answer_open(self, state: AgentState[ResponseT], calls: Sequence[Mapping[str, Any]],
                            config: RunnableConfig, saved: Sequence[CheckpointTuple] = ()) -> dict[str, object]:
-        """Each open call answered: a start the stopped step had answered (``saved``) keeps that answer; a local one
-        gets the record of its task here or its stored outcome, else ``lost``; a remote one is for orphan adoption."""
+        """Each open call answered (:func:`answer_open_calls`): a local start gets the record of the task that
+        runs here or left an outcome, else ``lost``; a remote one is left to orphan adoption, which asks its server
+        (it knows whether it ran)."""
         thread_id = (config.get("configurable") or {}).get("thread_id")
         ledger = ledger_of(state)
         db = await checkpoint_db(config)
-        # A local start only: a remote one's server is asked (orphan adoption), which knows whether it ran.
         local = {str(c["id"]) for c in calls if c.get("name") == START_TOOL_NAME and (
             (c.get("args") or {}).get("subagent_type") if isinstance(c.get("args"), Mapping) else None)
             not in self.tasks.remote.specs}
-        answered, kept = _finished_before_the_stop(saved, local, ASYNC_LEDGER_KEY)
-        left = left_by_call(self.tasks.local.sessions_dir, thread_id, local - set(answered), ledger)
-        answers: dict[str, ToolMessage] = dict(answered)
-        records: dict[str, dict[str, object]] = {
-            task_id: dict(r) for task_id, r in (kept.get(ASYNC_LEDGER_KEY) or {}).items()
-            if isinstance(r, Mapping) and r.get("tool_call_id") in answered}
-        for call in (c for c in calls if c["id"] not in answered):
-            given = call.get("args")
-            args: Mapping[str, object] = given if isinstance(given, Mapping) else {}
+
+        def recovered(call: Any, args: Mapping[str, Any], left: tuple[str, str | None]) -> Answered:
             agent_type = str(args.get("subagent_type") or "(unknown)")
             known = next((r for r in ledger.values() if r.get("tool_call_id") == call["id"]), None)
             if call.get("name") != START_TOOL_NAME:
-                answers[call["id"]] = lost_answer(call)
-            elif known is not None:
-                answers[call["id"]] = ToolMessage(started(known), tool_call_id=call["id"], name=START_TOOL_NAME)
-            elif agent_type in self.tasks.remote.specs:
-                answers[call["id"]] = lost_answer(call, REMOTE_START_LEFT_OPEN)
-            else:
-                record = self._recovered(thread_id, agent_type, call, args, db, left.get(call["id"]))
-                records[record["id"]] = record
-                answers[call["id"]] = (lost_answer(call) if record["status"] == "lost" else
-                                       ToolMessage(started(record), tool_call_id=call["id"], name=START_TOOL_NAME))
+                return lost_answer(call), None
+            if known is not None:
+                return ToolMessage(started(known), tool_call_id=call["id"], name=START_TOOL_NAME), None
+            if agent_type in self.tasks.remote.specs:
+                return lost_answer(call, REMOTE_START_LEFT_OPEN), None
+            record = self._recovered(thread_id, agent_type, call, args, db, left)
+            return (lost_answer(call) if record["status"] == "lost" else
+                    ToolMessage(started(record), tool_call_id=call["id"], name=START_TOOL_NAME)), record
+
+        answers, kept = answer_open_calls(calls, saved, recovered, kept=local, ledger_key=ASYNC_LEDGER_KEY,
+                                          sessions_dir=self.tasks.local.sessions_dir, ledger=ledger,
+                                          thread_id=thread_id)
         update: dict[str, object] = {"messages": with_answers(state.get("messages") or (), answers)}
+        records = {task_id: dict(r) for task_id, r in (kept.get(ASYNC_LEDGER_KEY) or {}).items()
+                   if isinstance(r, Mapping) and r.get("tool_call_id") in answers}
         if records:
             update[ASYNC_LEDGER_KEY] = records
         return update
 
     def _recovered(self, thread_id: Any, agent_type: str, call: Mapping[str, object], args: Mapping[str, object],
-                   db: str | None, left: tuple[str, str] | None) -> dict[str, Any]:
+                   db: str | None, left: tuple[str, str | None]) -> dict[str, Any]:
         call_id = str(call.get("id"))
-        # A task that left no trace (``left``: the id and transcript its child began) gets an id of its own.
-        task_id, transcript = left or (task_id_for(thread_id, "", call_id), None)
+        task_id, transcript = left
         record = AsyncTaskRecord(id=task_id, agent_type=agent_type, runner="local",
                                  status="lost", description=str(args.get("description") or ""),
                                  tool_call_id=call_id, created_at=now(), outcome_db=db).model_dump()

@@ -1,15 +1,7 @@
-"""``SubAgentMiddleware``: the ``task`` tool, in any ``create_agent`` graph.
-
-Example::
-
-    policy = [HumanInTheLoopMiddleware(interrupt_on={"send_email": True})]
-    agent = create_agent(model, tools=[search, send_email], middleware=[
-        *policy, SubAgentMiddleware(subagents=[researcher], model_middleware=policy)])
-
-Children inherit the parent's model and tools unless their spec names others; a child is built once, so a
-parent that switches models mid-run should pass ``model=``. The ledger ``subagent_tasks`` holds one record per
-delegation, an invalid call included; shared keys are written back by the rule in :mod:`subagents.boundary`.
-"""
+"""``SubAgentMiddleware``: the ``task`` tool, in any ``create_agent`` graph. Children inherit the parent's model and
+tools unless their spec names others; a child is built once, so a parent that switches models mid-run should pass
+``model=``. The ledger ``subagent_tasks`` holds one record per delegation, an invalid call included; shared keys
+are written back by the rule in :mod:`subagents.boundary`."""
 
 import asyncio
 import dataclasses
@@ -64,24 +56,24 @@ from middleware.task_tool import (
     TaskToolInputWithSchema,
     answered_response,
     available_agents_block,
-    build_task_tool,
+    delegation_tool,
     invalid_call_record,
     ledger_entry,
     lost_answer,
-    lost_record,
     open_calls,
+    outcome_command,
     task_args_schema,
     task_tool_description,
     tool_message,
     with_answers,
     with_general_purpose,
 )
-from subagents import AnySpec, SubagentRegistry, TaskCall, TaskOutcome, TaskRunner, coerce_spec
+from subagents import AnySpec, SubagentRegistry, TaskCall, TaskOutcome, TaskRecord, TaskRunner, coerce_spec
 from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace, with_prompt_block
 from subagents.errors import InvalidArgumentType, ParentPolicyNotInherited, safe_text
 from subagents.ledger import touch_if_quiet
 from subagents.metering import Budget
-from subagents.outcome import add_usage, task_id_for
+from subagents.outcome import add_usage, lost, task_id_for
 from subagents.registry import takes_parent_tools
 from subagents.runner import unwatch_interrupts, watch_interrupts
 from subagents.settings import DelegationSettings
@@ -155,7 +147,11 @@ class SubAgentMiddleware(AgentMiddleware):
         super().__init__()
         specs = with_general_purpose([coerce_spec(s) for s in subagents or ()], definitions.general_purpose)
         options = definitions.build_options(excluded_keys=EXCLUDED_STATE_KEYS)
-        options = dataclasses.replace(options, state_schemas=_with_schema(options.state_schemas, state_schema))
+        if state_schema is not None:  # deepagents': its keys reach declarative children, like the parent's own
+            if not isinstance(state_schema, type) or not getattr(state_schema, "__annotations__", None):
+                raise InvalidArgumentType("SubAgentMiddleware(): argument 'state_schema': expected a TypedDict class "
+                                          f"with annotated keys, got {type(state_schema).__name__}")
+            options = dataclasses.replace(options, state_schemas=(*options.state_schemas, state_schema))
         self.backend = backend  # deepagents' required argument, which deepagents keeps and never reads
         floor = parent_floor(type(self).__name__, model_middleware, specs, dynamic=definitions.dynamic_subagents)
         self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options,
@@ -206,30 +202,35 @@ class SubAgentMiddleware(AgentMiddleware):
         return self.prompt_block or None
 
     def _task_tool(self) -> StructuredTool:
+        """The ``task`` tool: a call runs through the runner (unless the cap refuses it), its outcome becomes the
+        parent's update. Its functions' hints are classes, not strings: LangChain resolves them on every call."""
         base = TaskToolInputWithSchema if self.structured_results else TaskToolInput
-        args_schema = task_args_schema(self.registry.names, base=base) if self._name_enum else base
-        return build_task_tool(self._delegate, self._adelegate, self._writes, description=self.task_description,
-                               args_schema=args_schema)
+        writes = self._writes
 
-    def _delegate(self, runtime: ToolRuntime, description: str, subagent_type: str,
-                  output_schema: Any) -> TaskOutcome:
-        call = self._call(description, subagent_type, runtime, output_schema)
-        try:
-            return self._refused(call) or self.runner.run(call)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
-            return _crashed(call, exc)
+        def task(description: str, subagent_type: str, runtime: ToolRuntime,
+                 output_schema: Any = None) -> Command:  # type: ignore[type-arg]
+            call = self._call(description, subagent_type, runtime, output_schema)
+            try:
+                outcome = self._refused(call) or self.runner.run(call)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
+                outcome = _crashed(call, exc)
+            return outcome_command(runtime, outcome, writes, writes.stored(runtime, outcome))
 
-    async def _adelegate(self, runtime: ToolRuntime, description: str, subagent_type: str,
-                         output_schema: Any) -> TaskOutcome:
-        call = self._call(description, subagent_type, runtime, output_schema)
-        try:
-            return self._refused(call) or await self.runner.arun(call)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
-            return _crashed(call, exc)
+        async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
+                        output_schema: Any = None) -> Command:  # type: ignore[type-arg]
+            call = self._call(description, subagent_type, runtime, output_schema)
+            try:
+                outcome = self._refused(call) or await self.runner.arun(call)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
+                outcome = _crashed(call, exc)
+            return outcome_command(runtime, outcome, writes, await writes.astored(runtime, outcome))
+
+        return delegation_tool(task, atask, TASK_TOOL_NAME, self.task_description,
+                               task_args_schema(self.registry.names, base=base) if self._name_enum else base)
 
     def _call(self, description: str, subagent_type: str, runtime: ToolRuntime,
               output_schema: dict[str, Any] | None = None) -> TaskCall:
@@ -247,51 +248,37 @@ class SubAgentMiddleware(AgentMiddleware):
 
     def _at_start(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall],
                   saved: Sequence[CheckpointTuple]) -> tuple[ModelRequest[ContextT], dict[str, Any]]:
-        """At a run's first model call: the request with the ``calls`` a stopped run left open answered, and the
-        state update that keeps them; else a ledger the thread stopped writing touched (``touch_if_quiet``)."""
+        """At a run's first model call: the request with the ``calls`` a stopped run left open answered (what
+        finished keeps its answer, the rest but the background tools' is lost) and the state update that keeps
+        them; else a ledger the thread stopped writing touched (``touch_if_quiet``)."""
         state = request.state
         messages = state.get("messages") or ()
         if not messages or not isinstance(messages[-1], HumanMessage):
             return request, {}
-        ledger_now = cast("Mapping[str, object]", state.get(LEDGER_KEY) or {})  # a key AgentState does not declare
-        answers, update = self._answer_open_calls(calls, saved, ledger_now) if calls else ({}, {})
+        ours = self._tool_names
+
+        def lost_one(call: ToolCall, args: Mapping[str, Any], left: tuple[str, str | None]) -> Answered | None:
+            if call.get("name") not in ours:  # another library's tool: its own middleware answers; ours, none
+                return None if call.get("name") in DELEGATION_TOOL_NAMES else (lost_answer(call), None)
+            agent_type = str(args.get("subagent_type") or args.get("name") or "(unknown)")
+            fields = lost(LOST_REASON, left[1])
+            record = TaskRecord(id=left[0], agent_type=agent_type, tool_call_id=call["id"], duration_ms=0.0,
+                                description=str(args.get("description") or ""), started_at=fields["finished_at"],
+                                **fields).model_dump()
+            return (tool_message(agent_type, call["id"], answer=None, error=LOST_REASON, tool_name=str(call["name"])),
+                    ledger_entry(record))
+
+        answers, update = answer_open_calls(
+            calls, saved, lost_one, kept={str(c["id"]) for c in calls if c.get("name") in ours
+                                          or c.get("name") not in DELEGATION_TOOL_NAMES},
+            ledger_key=LEDGER_KEY, sessions_dir=self._sessions_dir,
+            ledger=cast("Mapping[str, object]", state.get(LEDGER_KEY) or {}),  # a key AgentState does not declare
+            thread_id=(get_config().get("configurable") or {}).get("thread_id")) if calls else ({}, {})
         if not answers:
             return request, touch_if_quiet(state, LEDGER_KEY, self._tool_names,
                                            is_turn=lambda message: not is_notice(message)) or {}
         update["messages"] = with_answers(messages, answers)
         return request.override(messages=with_answers(request.messages, answers)[1:]), update
-
-    def _answer_open_calls(self, calls: Sequence[Any], saved: Sequence[CheckpointTuple], ledger_now: Mapping[
-            str, object]) -> tuple[dict[str, ToolMessage], dict[str, Any]]:
-        """Calls a stopped run left open: what finished (in ``saved``, the checkpoints since) keeps its answer,
-        the rest (but the background tools') is lost, keeping the id and transcript its child began."""
-        ours = self._tool_names
-        answers, update = _finished_before_the_stop(saved, {str(c["id"]) for c in calls if c.get("name") in ours
-                                                            or c.get("name") not in DELEGATION_TOOL_NAMES})
-        # Else an id of its own, stable for the call: the runner's depended on the tool step that was stopped.
-        thread_id = (get_config().get("configurable") or {}).get("thread_id")
-        ledger: dict[str, Any] = dict(update.get(LEDGER_KEY) or {})
-        left = left_by_call(self._sessions_dir, thread_id, {str(c["id"]) for c in calls if c.get("name") in ours
-                                                            and c["id"] not in answers}, ledger_now)
-        for call in calls:
-            name = call.get("name")
-            if call["id"] in answers:
-                continue
-            if name in ours:
-                given_args = call.get("args")
-                args: Mapping[str, Any] = given_args if isinstance(given_args, Mapping) else {}
-                agent_type = str(args.get("subagent_type") or args.get("name") or "(unknown)")
-                task_id, transcript = left.get(call["id"], (task_id_for(thread_id, "", call["id"]), None))
-                record = lost_record(call, agent_type, str(args.get("description") or ""), task_id=task_id,
-                                     transcript=transcript)
-                ledger[record["id"]] = ledger_entry(record)
-                answers[call["id"]] = tool_message(agent_type, call["id"], answer=None, error=LOST_REASON,
-                                                   tool_name=str(name))
-            elif name not in DELEGATION_TOOL_NAMES:  # another library's tool: its own middleware answers
-                answers[call["id"]] = lost_answer(call)
-        if ledger:
-            update[LEDGER_KEY] = ledger
-        return answers, update
 
     def _prepared(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall],
                   saved: Sequence[CheckpointTuple]) -> tuple[ModelRequest[ContextT], dict[str, Any], bool]:
@@ -439,12 +426,19 @@ def _made(saved: CheckpointTuple, calls: Sequence[Mapping[str, object]]) -> bool
     return any(isinstance(m, AIMessage) and any(c.get("id") in ids for c in m.tool_calls) for m in lasts)
 
 
-def _finished_before_the_stop(saved: Sequence[CheckpointTuple], call_ids: set[str],
-                              ledger_key: str = LEDGER_KEY) -> tuple[dict[str, ToolMessage], dict[str, Any]]:
-    """(call id -> answer, ledger and usage update) of the open calls a finished task (or background start,
-    with ``ledger_key`` its ledger's) answered."""
+Answered = tuple[ToolMessage, dict[str, Any] | None]  # an open call's answer, and the ledger record it adds
+
+
+def answer_open_calls(calls: Sequence[Any], saved: Sequence[CheckpointTuple],
+                      answer: Callable[[Any, Mapping[str, Any], tuple[str, str | None]], Answered | None], *,
+                      kept: set[str], ledger_key: str, sessions_dir: Any, ledger: Mapping[str, Any], thread_id: Any
+                      ) -> tuple[dict[str, ToolMessage], dict[str, Any]]:
+    """(call id -> answer, ledger and usage update) for the calls a stopped run left open: one of ``kept`` that a
+    task answered before the stop (in ``saved``, the checkpoints since) keeps that answer and its ledger writes;
+    any other gets ``answer(call, args, (task id, transcript))``, the id and transcript its child began if any
+    (else an id of its own, stable for the call: the runner's depended on the tool step that was stopped)."""
     answers: dict[str, ToolMessage] = {}
-    ledger: dict[str, object] = {}
+    records: dict[str, Any] = {}
     usage: dict[str, Any] | None = None
     for checkpoint in saved:
         by_task: dict[str, list[tuple[str, object]]] = {}
@@ -453,16 +447,25 @@ def _finished_before_the_stop(saved: Sequence[CheckpointTuple], call_ids: set[st
         for writes in by_task.values():
             found = [m for channel, value in writes if channel == "messages"
                      for m in (value if isinstance(value, list) else [value])
-                     if isinstance(m, ToolMessage) and m.tool_call_id in call_ids and m.tool_call_id not in answers]
+                     if isinstance(m, ToolMessage) and m.tool_call_id in kept and m.tool_call_id not in answers]
             if not found:
                 continue
             answers.update((m.tool_call_id, m) for m in found)
             for channel, value in writes:
                 if channel == ledger_key and isinstance(value, Mapping):
-                    ledger.update(value)
+                    records.update(value)
                 elif channel == USAGE_KEY and isinstance(value, Mapping):
                     usage = add_usage(usage, dict(value))
-    update: dict[str, Any] = {ledger_key: ledger} if ledger else {}
+    left = left_by_call(sessions_dir, thread_id, kept - set(answers), ledger)
+    for call in (c for c in calls if c["id"] not in answers):
+        given = call.get("args")
+        made = answer(call, given if isinstance(given, Mapping) else {},
+                      left.get(call["id"]) or (task_id_for(thread_id, "", call["id"]), None))
+        if made is not None:
+            answers[call["id"]], record = made
+            if record is not None:
+                records[record["id"]] = record
+    update: dict[str, Any] = {ledger_key: records} if records else {}
     if usage is not None:
         update[USAGE_KEY] = usage
     return answers, update
@@ -499,16 +502,6 @@ def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:
     record = invalid_call_record(TASK_TOOL_NAME, call.tool_call_id or "", safe_text(exc), call.subagent_type)
     record.update(stop_reason="error", description=call.description)
     return TaskOutcome(record, error=f"{type(exc).__name__}: {safe_text(exc)}")
-
-
-def _with_schema(schemas: tuple[type, ...], state_schema: object) -> tuple[type, ...]:
-    """deepagents' ``state_schema=``: its keys reach declarative children, like the parent's own schemas."""
-    if state_schema is None:
-        return schemas
-    if not isinstance(state_schema, type) or not getattr(state_schema, "__annotations__", None):
-        raise InvalidArgumentType("SubAgentMiddleware(): argument 'state_schema': expected a TypedDict class with "
-                        f"annotated keys, got {type(state_schema).__name__}")
-    return (*schemas, state_schema)
 
 
 _METERED: dict[type[SubAgentMiddleware], type[SubAgentMiddleware]] = {}

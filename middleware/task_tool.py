@@ -25,11 +25,11 @@ from langgraph.types import Command
 from pydantic import BaseModel, Field, ValidationError, WithJsonSchema, create_model, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome, TaskRecord
+from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome
 from subagents.boundary import DELEGATION_TOOL_TAG, annotations_of, graph_namespace, parent_channels, write_back
 from subagents.errors import is_real_cancellation, safe_text
 from subagents.ledger import LedgerChannel
-from subagents.outcome import add_usage, lost, merge_records, refused_record, shows_something
+from subagents.outcome import add_usage, merge_records, refused_record, shows_something
 from subagents.registry import DYNAMIC_SUBAGENTS_KEY
 
 PREVIEW_CHARS = 200  # the longest description and result a ledger record keeps
@@ -110,7 +110,12 @@ def answer_invalid_calls(result: list[BaseMessage], tool_names: Collection[str]
     if not message.tool_calls and not message.invalid_tool_calls:  # an answer, most calls: nothing to check
         return result, []
     bad = [c for c in (message.invalid_tool_calls or []) if c.get("name") in tool_names]
-    renamed = _needing_ids(message.tool_calls, tool_names)
+    seen: set[str | None] = set()
+    renamed = set()  # calls to tool_names with no id, or with one an earlier call of the message has
+    for index, call in enumerate(message.tool_calls):
+        if call.get("name") in tool_names and (not call.get("id") or call.get("id") in seen):
+            renamed.add(index)
+        seen.add(call.get("id"))
     if renamed:
         # Some servers send no call id, or number ids per message and repeat them: the tool node needs
         # one per call to answer it, and a call must be told from its siblings (caps, write-backs).
@@ -153,18 +158,6 @@ def answered_response(response: ModelCallResult[ResponseT], tool_names: Collecti
         return fixed
     ledger = {r["id"]: as_record(r) for r in records}
     return ExtendedModelResponse(model_response=fixed, command=Command(update={ledger_key: ledger}))
-
-
-def _needing_ids(calls: list[ToolCall], tool_names: Collection[str]) -> set[int]:
-    """Positions of calls to ``tool_names`` with no id, or with one an earlier call of the message has."""
-    seen: set[str | None] = set()
-    renamed = set()
-    for index, call in enumerate(calls):
-        call_id = call.get("id")
-        if call.get("name") in tool_names and (not call_id or call_id in seen):
-            renamed.add(index)
-        seen.add(call_id)
-    return renamed
 
 
 def invalid_call_record(tool_name: str, tool_call_id: str, reason: str,
@@ -231,27 +224,15 @@ def with_answers(messages: Sequence[Any], answers: Mapping[str, ToolMessage]) ->
     return out
 
 
-def lost_record(call: Mapping[str, object], agent_type: str, description: str, *, task_id: str,
-                transcript: str | None = None) -> dict[str, Any]:
-    """The ledger record of a delegation whose run stopped before it answered."""
-    fields = lost(LOST_REASON, transcript)
-    return TaskRecord(id=task_id, agent_type=agent_type, tool_call_id=str(call.get("id") or ""),
-                      description=description, started_at=fields["finished_at"], duration_ms=0.0,
-                      **fields).model_dump()
-
-
 _GROUPS_KEPT = 256
 
 StoredWrites = Sequence[tuple[str, str, object]]  # the step's pending writes: (task id, channel, value)
 
 
 class SiblingWrites:
-    """Per model message, per tool call: the deltas its ``task`` calls have written back so far.
-
-    Each write is tried on top of its siblings' (never its own earlier one: a replayed step), so no
-    combination can fail the step; with a checkpointer, siblings' are also read from the step's pending
-    writes, so a step resumed in another process counts those that finished before the pause.
-    """
+    """Per model message, per tool call: the deltas its ``task`` calls have written back so far. Each write is tried
+    on top of its siblings' (never its own earlier one: a replayed step), so no combination can fail the step; with
+    a checkpointer, siblings' are read from the step's pending writes too (a step resumed in another process)."""
 
     def __init__(self) -> None:
         self._groups: collections.OrderedDict[str, dict[str, dict[str, Any]]] = collections.OrderedDict()
@@ -454,21 +435,14 @@ def task_call_json_schema(names: Sequence[str], *, description_max_chars: int | 
 class TaskToolInputWithSchema(TaskToolInput):
     """Arguments of the ``task`` tool, with a per-call output schema (``structured_results=True``)."""
 
-    output_schema: dict[str, Any] | None = Field(
-        default=None,
-        description=(
-            "Optional. A JSON Schema object (\"type\": \"object\") the subagent's answer must "
-            "match, for this call only; you receive the answer as JSON. Omit for a text answer."
-        ),
-    )
+    output_schema: dict[str, Any] | None = Field(default=None, description=(
+        "Optional. A JSON Schema object (\"type\": \"object\") the subagent's answer must "
+        "match, for this call only; you receive the answer as JSON. Omit for a text answer."))
 
 
 STRUCTURED_TASK_TOOL_DESCRIPTION = (TASK_TOOL_DESCRIPTION + "\nTo get a typed answer, pass `output_schema` (a JSON "
                                     "Schema object); the answer comes back as JSON matching it, or as an error "
                                     "naming what did not match.")
-
-
-PLACEHOLDER = "{available_agents}"
 
 
 def task_tool_description(template: str | None, agents: Iterable[tuple[str, str]]) -> str:
@@ -478,7 +452,7 @@ def task_tool_description(template: str | None, agents: Iterable[tuple[str, str]
     if not isinstance(template, str) or not template.strip():
         raise SpecError(f"task_description: expected non-empty text, got {template!r}")
     listing = "\n".join(f"- {name}: {description}" for name, description in agents)
-    return template.replace(PLACEHOLDER, listing)
+    return template.replace("{available_agents}", listing)
 
 
 try:
@@ -554,31 +528,6 @@ def _depth_at_most(value: object, limit: int) -> bool:
 
 def _without_injected(value: Any) -> Any:
     return {k: v for k, v in value.items() if k not in _INJECTED} if isinstance(value, dict) else value
-
-
-Delegate = Callable[[ToolRuntime, str, str, Any], TaskOutcome]
-"""Runs one ``task`` call (runtime, description, subagent_type, output_schema); raises only LangGraph's signals."""
-
-
-def build_task_tool(delegate: Delegate, adelegate: Callable[[ToolRuntime, str, str, Any], Awaitable[TaskOutcome]],
-              writes: SiblingWrites, *, description: str, args_schema: type[BaseModel]) -> StructuredTool:
-    """The ``task`` tool: ``delegate`` (or ``adelegate``) runs a call, its outcome becomes the parent's update."""
-
-    def task(description: str, subagent_type: str, runtime: ToolRuntime, output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-        outcome = delegate(runtime, description, subagent_type, output_schema)
-        return outcome_command(runtime, outcome, writes, writes.stored(runtime, outcome))
-
-    async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
-                    output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-        outcome = await adelegate(runtime, description, subagent_type, output_schema)
-        return outcome_command(runtime, outcome, writes, await writes.astored(runtime, outcome))
-
-    # Classes, not this module's postponed strings: LangChain resolves these hints on every call, and a
-    # string (or a union, a parametrized generic) is rebuilt each time.
-    for function in (task, atask):
-        function.__annotations__ = {"description": str, "subagent_type": str, "runtime": ToolRuntime,
-                                    "output_schema": Any, "return": Command}
-    return delegation_tool(task, atask, TASK_TOOL_NAME, description, args_schema)
 
 
 def delegation_tool(func: Callable[..., Any], coroutine: Callable[..., Awaitable[Any]], name: str, description: str,

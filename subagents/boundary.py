@@ -205,17 +205,21 @@ def _shared_with(copied: Any, original: Any, parents: dict[int, Any], code: set[
     """What a deep copy still shares with the parent's values (``parents``: all they hold, by id), named for the
     record (``None``: nothing mutable). Any key's, not only its own: a copy may hand back another key's object."""
     if copied is original:
-        return f"its deep copy is the original {_type_name(original)}"
+        return f"its deep copy is the original {type_name(original)}"
     for key, item in _reachable(copied, code, copied=True).items():
         if key in parents:
-            return f"its deep copy holds the original {_type_name(item)}"
+            return f"its deep copy holds the original {type_name(item)}"
         if isinstance(item, _OS_HANDLES):
-            return f"its deep copy holds {_type_name(item)}, the original's OS resource opened again"
+            return f"its deep copy holds {type_name(item)}, the original's OS resource opened again"
     return None
 
 
-def _type_name(value: Any) -> str:
-    return safe_text(type(value).__name__, 80)
+def type_name(value: Any) -> str:
+    """The name of ``value``'s type, bounded, never raising (a failure path names what it met by it)."""
+    try:
+        return safe_text(type(value).__name__, 80)
+    except BaseException:  # noqa: BLE001 - a hostile metaclass
+        return "Exception"
 
 
 def _holds_same(copied: Any, original: Any, depth: int = 0) -> bool:
@@ -276,7 +280,7 @@ def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]
             except BaseException as exc:  # noqa: BLE001 - any failure to copy withholds the key, never shares it
                 if _user_stop_in_copy(exc):
                     raise
-                withheld[safe_text(key, 200)] = f"cannot be copied ({_name(exc)}: {safe_text(exc, 200)})"
+                withheld[safe_text(key, 200)] = f"cannot be copied ({type_name(exc)}: {safe_text(exc, 200)})"
     copies = {key: copies[key] for key in state if key in copies}  # the state's order
     if withheld:
         log.warning("state keys not given to a subagent: %s", withheld)
@@ -563,52 +567,40 @@ class WorkHolder(Protocol):
     def release(self) -> None: ...
 
 
-_SLOT: contextvars.ContextVar[WorkHolder | None] = contextvars.ContextVar("subagent_slot", default=None)
+SLOT: contextvars.ContextVar[WorkHolder | None] = contextvars.ContextVar("subagent_slot", default=None)
+"""The place the work running here holds (set by :func:`running_in`), or ``None`` outside any."""
 _POOLED: dict[int, tuple[Any, Any]] = {}
 _POOLED_LOCK = threading.Lock()
 _POOLED_MAX = 4096
 
 
-def current_slot() -> WorkHolder | None:
-    """The place the work running here holds (set by :func:`running_in`), or ``None`` outside any."""
-    return _SLOT.get()
-
-
 @contextlib.contextmanager
 def running_in(slot: WorkHolder) -> Iterator[None]:
     """Tasks created inside this block (a child's ``ainvoke``) charge their sync tools to ``slot``."""
-    token = _SLOT.set(slot)
+    token = SLOT.set(slot)
     try:
         yield
     finally:
-        _SLOT.reset(token)
+        SLOT.reset(token)
 
 
 def on_child_threads(request: Any) -> Any:
     """``request`` with its tool moved to the children's pool when it is a sync function tool."""
     tool = request.tool
-    if tool is None:
-        return request
-    pooled = _pooled(tool)
-    return request if pooled is None else request.override(tool=pooled)
-
-
-def _pooled(tool: Any) -> Any:
     entry = _POOLED.get(id(tool))
-    if entry is not None and entry[0] is tool:
-        return entry[1]
-    copy = _copy_on_pool(tool)
-    with _POOLED_LOCK:
-        if len(_POOLED) >= _POOLED_MAX:  # tools made per call (a middleware's): never a leak
-            _POOLED.clear()
-        _POOLED[id(tool)] = (tool, copy)  # the tool itself is kept: its id cannot be reused meanwhile
-    return copy
+    if entry is None or entry[0] is not tool:
+        entry = (tool, _copy_on_pool(tool))  # the tool itself is kept: its id cannot be reused meanwhile
+        with _POOLED_LOCK:
+            if len(_POOLED) >= _POOLED_MAX:  # tools made per call (a middleware's): never a leak
+                _POOLED.clear()
+            _POOLED[id(tool)] = entry
+    return request if entry[1] is None else request.override(tool=entry[1])
 
 
 async def held_until_it_returns(call: Awaitable[Any]) -> Any:
     """Await ``call`` (work on a thread) as its own task, which a cancellation of the caller does not end: it
     holds a share of the task's place until its thread returns, so what it spent reaches the budget."""
-    slot = _SLOT.get()
+    slot = SLOT.get()
     task = asyncio.ensure_future(call)
     if slot is not None:
         slot.share()
@@ -656,7 +648,7 @@ def _copy_on_pool(tool: Any) -> Any:
 def _on_pool(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     async def on_pool(*args: Any, **kwargs: Any) -> Any:
-        slot = _SLOT.get()
+        slot = SLOT.get()
         context = contextvars.copy_context()
         future = CHILD_TOOL_THREADS.submit(context.run, _call, func, args, kwargs)
         if slot is not None:
@@ -784,7 +776,7 @@ def write_back(changes: Mapping[str, Any], inputs: Mapping[str, Any], channels: 
         except BaseException as exc:  # noqa: BLE001 - a hostile value is skipped, never a crash
             if is_real_cancellation(exc):
                 raise
-            reason = f"could not be compared or copied ({_name(exc)})"
+            reason = f"could not be compared or copied ({type_name(exc)})"
         if reason is not None:
             skipped[safe_text(key, 200)] = reason
     return update, skipped
@@ -831,7 +823,7 @@ def _carried(value: Any, checkpointed: bool) -> tuple[Any, str | None]:
     except BaseException as exc:  # noqa: BLE001 - any type: a value whose copy raises is skipped
         if is_real_cancellation(exc):
             raise
-        return value, f"the value cannot be copied ({_name(exc)})"
+        return value, f"the value cannot be copied ({type_name(exc)})"
     if checkpointed:
         from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -840,15 +832,8 @@ def _carried(value: Any, checkpointed: bool) -> tuple[Any, str | None]:
         except BaseException as exc:  # noqa: BLE001
             if is_real_cancellation(exc):
                 raise
-            return value, f"the parent's checkpointer cannot store the value ({_name(exc)})"
+            return value, f"the parent's checkpointer cannot store the value ({type_name(exc)})"
     return copied, None
-
-
-def _name(exc: BaseException) -> str:
-    try:
-        return str(type(exc).__name__)
-    except BaseException:  # noqa: BLE001
-        return "an error"
 
 
 def contribution(before: Any, after: Any) -> Any:
@@ -861,14 +846,10 @@ def contribution(before: Any, after: Any) -> Any:
             return after[len(before):]
         return _MISSING
     if isinstance(before, Mapping) and isinstance(after, Mapping):
-        return {k: v for k, v in after.items() if k not in before or not _same(before[k], v)}
+        return {k: v for k, v in after.items() if k not in before or not (before[k] is v or (before[k] == v) is True)}
     if isinstance(before, (set, frozenset)) and isinstance(after, (set, frozenset)):
         return type(after)(after - before) if before <= after else _MISSING
     return _MISSING
-
-
-def _same(a: Any, b: Any) -> bool:
-    return a is b or bool((a == b) is True)
 
 
 def _accepts(channel: Any, values: list[Any]) -> bool:

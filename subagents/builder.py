@@ -2,7 +2,7 @@
 
 Fields map onto LangChain's own middleware (approvals, ``condenser``); one of these classes in the spec's own
 ``middleware`` wins (``create_agent`` refuses two). ``max_turns`` is the runner's meter's, without two extra graph
-steps per turn. The prompt is the spec's own, then an ``<available_skills>`` block for the skills it names.
+steps per turn.
 """
 
 from __future__ import annotations
@@ -442,9 +442,6 @@ class OutputRetryLimit(AgentMiddleware):
         raise OutputSchemaViolation(self.label, attempts,
                                     f"answered in plain text instead of calling its output tool {self.label!r}")
 
-    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
-        return self.after_agent(state, runtime)
-
     def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
                        ) -> ModelCallResult[Any]:
         return self._checked(request, handler(request))
@@ -486,9 +483,6 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
         return resolve_model(name, parent_model, agent=spec.name, profiles=options.model_profiles,
                              unknown_model=options.unknown_model)
 
-    def model_for(name: Any) -> Any:
-        return own(resolved_for(name))
-
     # A model object is used as given; only a name (or "inherit") goes through the profiles.
     resolved = spec.model if isinstance(spec.model, BaseChatModel) else resolved_for(spec.model)
     inherits_model = resolved is parent_model
@@ -515,7 +509,8 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
                         on_unknown=lambda name, available: None if name.startswith("mcp__") else
                         _report_unknown_tool(spec.name, name, available, unknown_tools)) + own_tools()
 
-    middleware = _child_middleware(spec, options, tools, model, model_for, inherited_middleware)
+    middleware = _child_middleware(spec, options, tools, model, lambda name: own(resolved_for(name)),
+                                   inherited_middleware)
     middleware = [*middleware_for_model(spec, inherits_model=inherits_model,
                                         own=middleware, inherited=inherited_middleware), *middleware]
     # A tools node too for a structured response (else a plain-text answer loops back to the model) and for a
@@ -536,7 +531,6 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
         middleware.append(guard)  # innermost: it sees the request every other middleware changed
     if isinstance(guard, OneLevelToolGuard):  # outermost: no middleware runs a forbidden call first
         middleware.insert(0, OneLevelToolRefusal())
-    # The spec's prompt, without any ``<available_agents>`` block, then its skills block.
     skills = available_skills_block(skills_for(spec.skills, options.skills, agent=spec.name)) if spec.skills else ""
     prompt = "\n\n".join(part for part in (strip_agents_block(spec.system_prompt), skills) if part)
     graph = create_agent(model, tools, system_prompt=prompt or None,
@@ -544,8 +538,7 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
                          response_format=spec.response_format, name=spec.name,
                          state_schema=child_state_schema(tools, parent_schemas=options.state_schemas,
                                                          excluded=options.excluded_keys))
-    # The MCP sessions of a task close when its run ends, whichever way it ends.
-    return graph if mcp is None else graph.with_config(callbacks=[mcp.lifecycle])
+    return graph if mcp is None else graph.with_config(callbacks=[mcp])
 
 
 def runs_on_a_thread(model: Any) -> bool:

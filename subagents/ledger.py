@@ -12,7 +12,7 @@ import itertools
 import sys
 import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any, Self, cast
+from typing import Any, Self
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.channels import DeltaChannel
@@ -243,11 +243,6 @@ class LedgerChannel(DeltaChannel[Ledger]):
         # The value type is always a plain dict, whatever the annotation spells (Mapping, dict[str, dict]...).
         super().__init__(reducer, dict, snapshot_frequency=snapshot_frequency or _WHOLE)
 
-    @property
-    def operator(self) -> Callable[[Ledger, Ledger], Ledger]:
-        """The pairwise reducer this channel merges with (``merge_records``, ``merge_async_records``)."""
-        return cast("LedgerMerge", self.reducer).operator
-
     def __eq__(self, other: object) -> bool:
         # Two schemas may declare the same ledger key (the middleware's and the agent's own): LangGraph
         # accepts that when their channels are equal.
@@ -328,23 +323,16 @@ def touch_if_quiet(state: Mapping[str, Any], key: str, tool_names: Collection[st
     ledger = state.get(key)
     if not isinstance(ledger, Mapping) or not ledger:
         return None
-    if _previous_run_called(state.get("messages") or (), tool_names, is_turn or (lambda _message: True)):
-        return None
-    return {key: {}}
-
-
-def _previous_run_called(messages: Sequence[Any], tool_names: Collection[str], is_turn: Callable[[Any], bool]) -> bool:
-    """Whether an AI message between the last two user turns (the previous run) calls one of ``tool_names``."""
     humans = 0
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage) and is_turn(message):
+    for message in reversed(state.get("messages") or ()):  # the previous run: between the last two user turns
+        if isinstance(message, HumanMessage) and (is_turn is None or is_turn(message)):
             humans += 1
             if humans == 2:
-                return False
-        elif humans == 1 and isinstance(message, AIMessage):
-            if any(call.get("name") in tool_names for call in message.tool_calls):
-                return True
-    return False
+                break
+        elif humans == 1 and isinstance(message, AIMessage) and any(
+                call.get("name") in tool_names for call in message.tool_calls):
+            return None
+    return {key: {}}
 
 
 def saved_value(saver: Any, saved: Any, key: str, channel: BaseChannel[Any, Any, Any]) -> Any:

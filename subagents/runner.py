@@ -4,7 +4,6 @@ The steps are one plan (:meth:`TaskRunner._plan`) that ``run`` and ``arun`` driv
 raises becomes a failed :class:`~subagents.TaskOutcome` with a typed ``stop_reason``; only interrupts
 (approval) pass through. Real cancellation propagates, leaving a ``cancelled`` mark in the transcript; a
 ``KeyboardInterrupt`` is real only when it may be the user's Ctrl-C (:func:`is_ctrl_c`), else the child's error.
-Example: ``TaskRunner(SubagentRegistry(specs), max_concurrent=4).run(TaskCall(...))``.
 """
 
 from __future__ import annotations
@@ -36,14 +35,15 @@ from langsmith import get_tracing_context, tracing_context
 
 from subagents.boundary import (
     CORE_EXCLUDED_KEYS,
+    SLOT,
     ChildInput,
     WorkHolder,
     changed_keys,
-    current_slot,
     is_forbidden_tool,
     langchain_private_state_keys,
     running_in,
     tool_name,
+    type_name,
 )
 from subagents.builder import call_format, requested_format
 from subagents.errors import (
@@ -278,7 +278,7 @@ def describe_failure(exc: BaseException, *, limits: Limits = Limits(), origin: S
     try:
         return _describe(exc, limits, origin)
     except BaseException:  # noqa: BLE001 - the failure path must never raise
-        return "error", f"{_type_name(exc)}: (the error could not be described)"
+        return "error", f"{type_name(exc)}: (the error could not be described)"
 
 
 def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> tuple[StopReason, str]:
@@ -289,7 +289,7 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
     if origin in ("model_error", "tool_error") and isinstance(exc, SubagentError):
         # The library's error raised by a child's model or tool (one that itself delegates, say): its
         # stop_reason tells of that tool's inner run, not of this task. The meter's own are never here.
-        return origin, f"{_type_name(exc)}: {safe_text(exc).strip() or '(no message)'}"
+        return origin, f"{type_name(exc)}: {safe_text(exc).strip() or '(no message)'}"
     if isinstance(exc, MaxTurnsReached):
         return "max_turns", (f"hit its max_turns limit ({exc.max_turns} model calls) before finishing. "
                              "Split the task into smaller pieces, or raise max_turns.")
@@ -300,7 +300,8 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
         return "recursion", (f"hit its recursion limit ({limits.recursion_limit} steps) before finishing. "
                              "Split the task into smaller pieces, or raise recursion_limit.")
     if isinstance(exc, SubagentError):
-        reason = _claimed_reason(exc)
+        claimed: Any = exc.stop_reason  # one a failure can have; a subclass's own invention is "error"
+        reason = cast(StopReason, claimed) if type(claimed) is str and claimed in _FAILURE_REASONS else "error"
         if reason == "timeout":
             after = f" after {limits.timeout_s:g}s" if isinstance(limits.timeout_s, (int, float)) else ""
             stalled = getattr(exc, "stalled", None)
@@ -309,20 +310,7 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
             return "timeout", f"timed out{after}. Split the task, or raise timeout_s."
         return reason, safe_text(exc) or reason
     text = safe_text(exc).strip() or "(no message)"
-    return origin or "error", f"{_type_name(exc)}: {text}"
-
-
-def _claimed_reason(exc: SubagentError) -> StopReason:
-    """The error's ``stop_reason`` if it is one a failure can have; a subclass's own invention is ``error``."""
-    reason: Any = exc.stop_reason
-    return cast(StopReason, reason) if type(reason) is str and reason in _FAILURE_REASONS else "error"
-
-
-def _type_name(exc: BaseException) -> str:
-    try:
-        return str(type(exc).__name__)
-    except BaseException:  # noqa: BLE001
-        return "Exception"
+    return origin or "error", f"{type_name(exc)}: {text}"
 
 
 # -- Which child one call runs, on which graph, from which input. By default the registry's spec and cached
@@ -390,18 +378,12 @@ def _unknown(registry: SubagentRegistry, name: str, definitions: Any, state: Map
     created = list(definitions) if isinstance(definitions, Mapping) else []
     valid = ", ".join([*registry.names, *created]) or "none"
     message = f"unknown subagent_type {name!r}; valid types are: {valid}"
-    if _being_created(name, state):
+    last = (state.get("messages") or (None,))[-1]
+    if isinstance(last, AIMessage) and any(c.get("name") == "create_subagent" and (c.get("args") or {}).get(
+            "name") == name for c in last.tool_calls):
         message += (f". {name!r} is being created by a create_subagent call in this same turn; "
                     "delegate to it with task from your next turn")
     return UnknownSubagent(message)
-
-
-def _being_created(name: str, state: Mapping[str, Any]) -> bool:
-    last = (state.get("messages") or (None,))[-1]
-    if not isinstance(last, AIMessage):
-        return False
-    return any(c.get("name") == "create_subagent" and (c.get("args") or {}).get("name") == name
-               for c in last.tool_calls)
 
 
 def _graph_with_format(registry: SubagentRegistry, call: TaskCall, spec: AnySpec, spec_key: tuple[str, str],
@@ -648,7 +630,7 @@ class Delegation:
             # No record follows a cancellation: the event is the only place that names the transcript, and
             # says why, when the cancellation says (``task.cancel("shutting down")``).
             text = safe_text(exc).strip()
-            why = {"reason": f"{_type_name(exc)}: {text}"} if text else {}
+            why = {"reason": f"{type_name(exc)}: {text}"} if text else {}
             self.emit("cancelled", transcript=self.transcript, **why, **self.usage())
         except BaseException:  # noqa: BLE001 - the cancellation itself must go on
             pass
@@ -716,7 +698,7 @@ async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     ``await``-ed: a child's ``GeneratorExit`` thrown into an awaiting coroutine would close the whole chain."""
     slot: Slot | WorkHolder = run.slot
     if slot is NO_CAP:  # a runner without a cap of its own, in work that holds one (a background task's place)
-        slot = current_slot() or slot
+        slot = SLOT.get() or slot
     # The child's task copies this context: it charges its sync tools to this slot and is traced as a subagent.
     keep_child_exits()  # any task the child makes, its own included, fails alone on its code's exit
     with running_in(slot), traced_as_subagent(run.meter):
@@ -895,8 +877,7 @@ class TaskRunner:
                     if run.meter is not None and (stop := run.meter.stopped_by) is not None:
                         # A limit stopped the request and a middleware of the child's answered in its place.
                         raise stop
-                    # The first run's state is what gets written back; the
-                    # continuation only contributes its text.
+                    # The first run's state is what gets written back; the continuation only gives its text.
                     answer = merge_continuation(answer, final_answer(second), None)
                 except ParentCommand:
                     answer = merge_continuation(answer, None, "a tool tried to write to the parent")
@@ -910,7 +891,8 @@ class TaskRunner:
                 "a tool of the subagent returned Command(graph=Command.PARENT); a subagent cannot "
                 "write to the parent's state, only its final answer comes back"))
         except GraphInterrupt as signal:
-            if not _is_approval(signal):
+            found = signal.args[0] if signal.args else None  # resumable: it carries at least one Interrupt
+            if not (isinstance(found, (list, tuple)) and found and all(isinstance(i, Interrupt) for i in found)):
                 return self._fail(run, SubagentError("raised an interrupt that carries nothing to resume"))
             run.paused(signal)
             self._carry_usage(run)
@@ -934,7 +916,6 @@ class TaskRunner:
             return self._fail(run, exc)
 
     def _prepare(self, call: TaskCall) -> Delegation | TaskOutcome:
-        """Resolve the spec and graph, isolate the input, choose the sink, set the limits."""
         run = Delegation.start(call)
         if (call.parent_config.get("metadata") or {}).get(TASK_ID_METADATA_KEY):
             return self._refuse(run, "subagents cannot delegate; do the work yourself")
@@ -1162,12 +1143,6 @@ def _restore_then_interrupt(signum: int, frame: Any) -> None:
     with contextlib.suppress(ValueError, OSError):  # the run ends with this interrupt: nothing to wrap after it
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.default_int_handler(signum, frame)
-
-
-def _is_approval(signal: GraphInterrupt) -> bool:
-    # Resumable: it carries at least one Interrupt.
-    found = signal.args[0] if signal.args else None
-    return isinstance(found, (list, tuple)) and bool(found) and all(isinstance(i, Interrupt) for i in found)
 
 
 def _send(plan: Generator[Any, Any, TaskOutcome], value: Any, *, throw: bool = False) -> Any:

@@ -74,15 +74,6 @@ def _one_tool(item: Any, index: int) -> str | BaseTool | dict[str, Any]:
                     f"got {type(item).__name__}")
 
 
-def own_recursion_limit(runnable: Any) -> int | None:
-    """The ``recursion_limit`` bound to ``runnable`` with ``with_config``, if any."""
-    config = getattr(runnable, "config", None)
-    if not isinstance(config, Mapping):
-        return None
-    limit = config.get("recursion_limit")
-    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
-
-
 def ready_runnable(name: str, runnable: Any) -> Any:
     """``runnable`` stamped with ``name`` (as deepagents does), given a threaded ``ainvoke`` if it lacks one."""
     stamped = runnable
@@ -253,8 +244,9 @@ class CompiledSubagent(BaseModel):
     def _runnables_own_limit(cls, data: Any) -> Any:
         # A limit bound with `with_config` is the runnable's own: the parent's never overrides it.
         if isinstance(data, Mapping) and data.get("recursion_limit") is None:
-            own = own_recursion_limit(data.get("runnable"))
-            if own is not None:
+            config = getattr(data.get("runnable"), "config", None)
+            own = config.get("recursion_limit") if isinstance(config, Mapping) else None
+            if isinstance(own, int) and not isinstance(own, bool) and own > 0:
                 return {**data, "recursion_limit": own}
         return data
 

@@ -1,14 +1,6 @@
-"""Every delegation's message history, readable after the run.
-
-A transcript goes to one :class:`TranscriptSink`, chosen once per runner; the record's ``transcript`` says where:
-
-* ``jsonl:<path>`` -- with ``sessions_dir``, ``<sessions_dir>/<thread_id>/subagents/agent-<task_id>.jsonl``: a
-  header line, then one message per line, flushed while the child runs; a cancelled task ends with a
-  ``{"type": "cancelled"}`` line;
-* ``store:<namespace>`` -- with a ``BaseStore`` sink, one item per task;
-* ``checkpoint:<namespace>`` -- otherwise, the child's own checkpoints in the parent's checkpointer;
-* ``memory:<task_id>`` -- with no checkpointer either, a size-bounded process-wide table.
-"""
+"""Every delegation's message history, readable after the run: one :class:`TranscriptSink` per runner, and the
+record's ``transcript`` says where (``jsonl:<path>`` with ``sessions_dir``, ``store:<namespace>`` with a store,
+``checkpoint:<namespace>``, else ``memory:<task_id>``: docs/transcripts-and-streaming.md)."""
 
 from __future__ import annotations
 
@@ -277,7 +269,6 @@ def _ends_a_line(path: Path) -> bool:
 
 
 def _message_ids(path: Path) -> set[str]:
-    """Ids of the messages a JSONL transcript already holds."""
     found: set[str] = set()
     with path.open(encoding="utf-8", errors="replace") as handle:
         for line in handle:

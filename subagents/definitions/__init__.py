@@ -1,7 +1,6 @@
 """Subagent definitions: the fields a spec holds and what runs them (skills, MCP servers, hooks, models,
 permissions, the condenser); :mod:`subagents.definitions.agent_files` reads agent files. Names are imported on
-first use (PEP 562): a spec without MCP servers or hooks never loads their clients.
-"""
+first use (PEP 562): a spec without MCP servers or hooks never loads their clients."""
 
 from __future__ import annotations
 

@@ -28,6 +28,8 @@ from subagents.spec import NAME_PATTERN, SubagentSpec
 # Claude Code's format, with the my-pi-agent/OpenHands fields too: every spelling of a field is accepted (two
 # spellings of one field is an error); unknown fields are kept in the spec's ``metadata``, with a warning.
 
+# The spec fields an agent file may set, named one by one: a file is data, so a field added to the spec (code, a
+# callback) is never read from one until it is listed here.
 _FIELDS = ("name", "description", "tools", "disallowed_tools", "model", "skills", "color", "max_turns",
            "max_budget_per_run", "max_tokens", "short_answer_threshold", "retry_truncated", "wrap_up", "timeout_s",
            "recursion_limit", "permission_mode", "mcp_config", "condenser", "hooks", "interrupt_on", "metadata",
@@ -185,18 +187,15 @@ def _explain(err: Mapping[str, Any]) -> str:
     return f"expected {expected}{' for item ' + where if where else ''}, got {brief(got)}"
 
 
-def agent_files_in(directory: Path) -> list[Path]:
-    """Every ``*.md`` file directly in ``directory`` except ``README.md``, sorted."""
-    return sorted(p for p in directory.glob("*.md") if p.is_file() and p.name.lower() != "readme.md")
-
-
 def discover_agents(dirs: DirLevels | None = None, *, project_dir: PathLike | None = None, home: PathLike | None = None,
                     missing: MissingDirPolicy | None = None) -> Discovery[SubagentSpec]:
     """Scan agent directories (default: project then user level); never raises for a file. A missing
     directory is skipped for the default levels, an error for those named, unless ``missing`` says otherwise."""
     levels = default_levels(AGENT_DIRS, project_dir, home) if dirs is None else as_levels(dirs)
-    return scan_levels(levels, files_in=agent_files_in, parse=parse_agent_file, name_of=lambda spec: spec.name,
-                       error=AgentFileError, kind="agent", missing=missing or ("skip" if dirs is None else "error"))
+    return scan_levels(levels, files_in=lambda d: sorted(  # every *.md but README.md
+                           p for p in d.glob("*.md") if p.is_file() and p.name.lower() != "readme.md"),
+                       parse=parse_agent_file, name_of=lambda spec: spec.name, error=AgentFileError, kind="agent",
+                       missing=missing or ("skip" if dirs is None else "error"))
 
 
 def load_agent_dirs(dirs: DirLevels) -> list[SubagentSpec]:

@@ -1,11 +1,4 @@
-"""The ``condenser`` field: LangChain's ``SummarizationMiddleware`` on the child.
-
-* omitted (``None``) or ``true``/``"default"``: at 80% of the model's input window when LangChain knows it, else
-  at :data:`DEFAULT_TRIGGER_TOKENS` tokens, keeping the last 20 messages;
-* ``false``/``"none"``/``"off"`` (and ``null`` in an agent file): off;
-* a mapping of ``trigger`` and ``keep`` (as LangChain takes them), ``model``, ``summary_prompt`` and
-  ``trim_tokens_to_summarize``, each optional.
-"""
+"""The ``condenser`` field: LangChain's ``SummarizationMiddleware`` on the child (its settings: docs/agent-files.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Finding definitions in an ordered list of directory levels, with precedence.
-
-A *level* is one directory or a group of directories that rank equally. The first level that defines a name
-wins; a later level's definition is *shadowed* (reported, not used). Two files defining one name within a level
-is an error naming both. A file reached twice (a symlink) counts once.
-"""
+"""Finding definitions in an ordered list of directory levels (each one directory, or several that rank equally):
+the first level that defines a name wins, a later one's is *shadowed* (reported, not used); two files of one name
+within a level is an error naming both; a file reached twice (a symlink) counts once."""
 
 from __future__ import annotations
 
@@ -65,10 +62,8 @@ class ValueBudget:
 
     def __init__(self, limit: int = MAX_EXPANDED_NODES) -> None:
         self.limit = limit
-        self.used = 0
-        """Values so far, each alias counted as a full copy of what it points to."""
-        self.written = 0
-        """Values so far as written, aliases not expanded."""
+        self.used = 0  # values so far, each alias counted as a full copy of what it points to
+        self.written = 0  # values so far as written, aliases not expanded
 
 
 def check_brackets(source: str) -> None:

@@ -1,11 +1,6 @@
 """Claude Code hooks as an ``AgentMiddleware``, for a subagent or the root (the rules: docs/agent-files.md#hooks).
-
-Each command gets the event as JSON on stdin; exit 0 proceeds, exit 2 blocks (``PreToolUse``), feeds back
-(``PostToolUse``, ``SubagentStop``) or continues the agent (``Stop``) with stderr as the text. Anything else (another
-exit code, a timeout, a command that cannot start) is a warning kept on the tool result's
-``additional_kwargs["hook_warnings"]``; but a ``PreToolUse`` hook that never ran (its shell or sandbox did not
-start, exit 127 or 126) blocks the call: a guard's silence is not a verdict. A hook never raises into the agent.
-"""
+A hook never raises into the agent; a ``PreToolUse`` hook that never ran blocks the call: a guard's silence is not
+a verdict."""
 
 from __future__ import annotations
 
@@ -268,7 +263,7 @@ Plan = Generator[Any, Any, Any]  # yields ``None`` to call the wrapped tool, ``(
 
 
 class HookMiddleware(AgentMiddleware):
-    """Runs the hooks of one agent (see the module docstring for the rules).
+    """Runs the hooks of one agent (the rules: docs/agent-files.md#hooks).
 
     Args:
         hooks: Claude Code's hook mapping (checked again here).
@@ -341,8 +336,6 @@ class HookMiddleware(AgentMiddleware):
     def _tool_plan(self, request: Any) -> Plan:
         call = request.tool_call
         name, args = call["name"], call.get("args") or {}
-        notes: list[str] = []
-        feedback: list[str] = []
         # A matcher for the delegation tool covers every tool that starts child work.
         alias = self.delegation[0] if self.delegation is not None and name in self.also_delegating else None
         delegating = (self.delegation is not None and name == self.delegation[0]
@@ -350,7 +343,7 @@ class HookMiddleware(AgentMiddleware):
         starting = delegating or (alias is not None and "SubagentStart" in self.hooks and "subagent_type" in args)
         blocks, warnings = yield from self._event("PreToolUse", name, {
             "tool_name": name, "tool_input": args, "tool_use_id": call.get("id")}, alias)
-        notes += warnings
+        notes = list(warnings)
         if blocks:
             return ToolMessage(content="\n".join(blocks), tool_call_id=call["id"], name=name,
                                status="error", additional_kwargs={"hook_warnings": notes} if notes else {})
@@ -366,10 +359,11 @@ class HookMiddleware(AgentMiddleware):
         blocks, warnings = yield from self._event("PostToolUse", name, {
             "tool_name": name, "tool_input": args, "tool_use_id": call.get("id"), "tool_response": text}, alias)
         notes += warnings
-        feedback += blocks
+        feedback = list(blocks)
         stop: dict[str, Any] | None = None
-        if delegating:
-            record = _record(result, self.delegation[1] if self.delegation else "")
+        if delegating and self.delegation is not None:
+            update = result.update if isinstance(result, Command) and isinstance(result.update, Mapping) else {}
+            record = dict(next(iter((update.get(self.delegation[1]) or {}).values()), {}))
             stop = {"task_id": record.get("id"), "status": record.get("status"), "result": text}
         elif starting and message is not None and message.status == "error":
             # The background start was refused (an unknown type, a cap): no child will end, so its
@@ -432,13 +426,6 @@ def _tool_message(result: Any, tool_call_id: str) -> ToolMessage | None:
             if isinstance(message, ToolMessage) and message.tool_call_id == tool_call_id:
                 return message
     return None
-
-
-def _record(result: Any, ledger_key: str) -> dict[str, Any]:
-    if isinstance(result, Command) and isinstance(result.update, Mapping):
-        for record in (result.update.get(ledger_key) or {}).values():
-            return dict(record)
-    return {}
 
 
 def _annotate(result: Any, tool_call_id: str, notes: list[str], feedback: list[str]) -> Any:

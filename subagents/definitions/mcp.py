@@ -1,10 +1,5 @@
-"""A subagent's MCP tools: listed once when the child is built, called through each task's sessions.
-
-Each tool is a :class:`McpTool` named ``mcp__<server>__<tool>`` (Claude Code's convention), filtered by ``tools``
-and ``disallowed_tools`` like any other. A task's sessions open on its first MCP call and close when the child's
-run ends, however it ends; two tasks never share one. A call waits at most until the task's deadline or the
-server's ``timeout``; a server that fails raises :class:`McpServerError` naming it, failing that task alone.
-"""
+"""A subagent's MCP tools (``mcp__<server>__<tool>``): listed once when the child is built, called through each
+task's own sessions, which close when its run ends; a server that fails fails that task alone, naming it."""
 
 from __future__ import annotations
 
@@ -345,17 +340,13 @@ def mcp_tool_name(server: str, tool: str) -> str:
     return _UNSAFE.sub("_", f"{MCP_PREFIX}{server}__{tool}")[:64]
 
 
-def is_mcp_name(name: str) -> bool:
-    return name.startswith(MCP_PREFIX)
-
-
 def _matches(name: str, server: str, pattern: str) -> bool:
     return pattern in (name, f"{MCP_PREFIX}{server}") or fnmatch.fnmatchcase(name, pattern)
 
 
 def select_mcp_tools(tools: Iterable[McpTool], allow: Sequence[Any] | None, deny: Sequence[str]) -> list[McpTool]:
     """The tools an allow list (``None``: all) admits and no deny entry names."""
-    allowed = None if allow is None else [p for p in allow if isinstance(p, str) and is_mcp_name(p)]
+    allowed = None if allow is None else [p for p in allow if isinstance(p, str) and p.startswith(MCP_PREFIX)]
     return [t for t in tools if (allowed is None or any(_matches(t.name, t.server, p) for p in allowed))
             and not any(_matches(t.name, t.server, p) for p in deny)]
 
@@ -363,7 +354,7 @@ def select_mcp_tools(tools: Iterable[McpTool], allow: Sequence[Any] | None, deny
 def unmatched_mcp_names(tools: Iterable[McpTool], allow: Sequence[Any] | None) -> list[str]:
     """The MCP names (``mcp__...``) in an allow list that admit none of ``tools``: a typo, or a server not given."""
     listed = list(tools)
-    return [p for p in allow or () if isinstance(p, str) and is_mcp_name(p)
+    return [p for p in allow or () if isinstance(p, str) and p.startswith(MCP_PREFIX)
             and not any(_matches(t.name, t.server, p) for t in listed)]
 
 
@@ -411,31 +402,15 @@ def tool_content(result: Any) -> Any:
     return parts
 
 
-class _Lifecycle(BaseCallbackHandler):
-    """Opens nothing; closes a task's sessions when the last chain of its run ends."""
-
-    run_inline = True
-
-    def __init__(self, toolset: McpToolset) -> None:
-        self.toolset = toolset
-
-    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID,
-                       metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        self.toolset._enter(run_id, _task_key(metadata))
-
-    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self.toolset._exit(run_id)
-
-    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self.toolset._exit(run_id)
-
-
 def _task_key(metadata: Mapping[str, Any] | None) -> str:
     return str((metadata or {}).get(TASK_ID_METADATA_KEY) or "")
 
 
-class McpToolset:
-    """The MCP tools of one built child, and the live sessions of its running tasks."""
+class McpToolset(BaseCallbackHandler):
+    """The MCP tools of one built child, and the live sessions of its running tasks: a callback on the child's
+    runs (it opens nothing), it closes a task's sessions when the last chain of its run ends."""
+
+    run_inline = True
 
     def __init__(self, agent: str, connections: Mapping[str, Mapping[str, Any]],
                  call_timeouts: Mapping[str, float]) -> None:
@@ -443,7 +418,6 @@ class McpToolset:
         self.connections = dict(connections)
         self.call_timeouts = dict(call_timeouts)
         self.tools: list[McpTool] = []
-        self.lifecycle = _Lifecycle(self)
         self._lock = threading.Lock()
         self._runs: dict[UUID, str] = {}
         self._active: dict[str, int] = {}
@@ -492,12 +466,16 @@ class McpToolset:
             timeout = min(timeout, max(min(deadlines) - time.monotonic(), 0.01))
         return sessions, timeout
 
-    def _enter(self, run_id: UUID, key: str) -> None:
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID,
+                       metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         with self._lock:
-            self._runs[run_id] = key
+            key = self._runs[run_id] = _task_key(metadata)
             self._active[key] = self._active.get(key, 0) + 1
 
-    def _exit(self, run_id: UUID) -> None:
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self.on_chain_end(None, run_id=run_id)
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             key = self._runs.pop(run_id, None)
             if key is None:

@@ -1,10 +1,5 @@
-"""Which model a subagent runs on: ``inherit``, ``provider:model``, or a profile name.
-
-A profile is a name the caller maps to a model (a ``"provider:model"`` string, ``"inherit"``, a ``BaseChatModel``
-or ``init_chat_model`` keyword arguments), so agent files stay portable. Lookup order: a profile, ``inherit``,
-``provider:model``, a bare name whose provider ``init_chat_model`` infers. Any other name is an error, unless
-``unknown_model="inherit"``: then the parent's model, with a warning.
-"""
+"""Which model a subagent runs on: a profile name (mapped by the caller, so agent files stay portable), ``inherit``,
+``provider:model``, or a bare name whose provider ``init_chat_model`` infers, in that order (docs/agent-files.md)."""
 
 from __future__ import annotations
 

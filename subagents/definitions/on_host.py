@@ -1,16 +1,8 @@
 """Where what a folder defines starts: every hook command and every stdio MCP server goes through :func:`launch`.
 
-Unchanged unless a confinement is installed (:func:`confine`). A process
-whose ``Bash`` runs in a sandbox installs one (``deep_agent.tools``, where
-that ``Bash`` is made), so a hook or a server runs under the same sandbox
-as the agent's own commands: nothing the agent writes (a ``Makefile``
-recipe, a script, a module) runs later with more power than it has. Where
-``Bash`` is unconfined, nothing is installed: there is no boundary to keep.
-
-Example::
-
-    with launch(["/bin/sh", "-c", "make lint"]) as (argv, env):
-        subprocess.run(argv, env=env)
+Unchanged unless a confinement is installed (:func:`confine`): a process whose ``Bash`` runs in a sandbox installs
+one (``deep_agent.tools``), so a hook or a server runs under the same sandbox as the agent's own commands: nothing
+the agent writes (a ``Makefile`` recipe, a script, a module) runs later with more power than it has.
 """
 
 from __future__ import annotations
@@ -58,10 +50,8 @@ def launch(argv: Sequence[str], cwd: str | None = None, env: Mapping[str, str] |
 
     ``env``: the entries a server's config declares, given on top of this process's environment (confined: on
     top of the sandbox's). Leaving the context after the process ended is what lets a confinement clean up.
-
     Every process gets ``PYTHONSAFEPATH=1`` (``python3 -m x`` or ``-c`` imports nothing from its folder, the
-    workspace) and a ``PATH`` of absolute folders only (``.`` or ``node_modules/.bin`` would let a program of the
-    workspace stand in for ``python3``).
+    workspace) and a ``PATH`` of absolute folders only (:func:`absolute_path`).
     """
     declared = {str(k): str(v) for k, v in (env or {}).items()}
     declared |= {"PYTHONSAFEPATH": "1", "PATH": absolute_path(declared.get("PATH"))}

@@ -1,11 +1,7 @@
-"""The parent's policy over every child: which tool calls wait for approval, how an answer resumes them.
-
-A child inherits the parent's approval policy (the permission modes) and data policy (its ``PIIMiddleware``), and
-may tighten them, never loosen them (unlike deepagents: a cloned folder's ``bypassPermissions`` cannot switch off
-the approvals the user asked for). A mode becomes an ``interrupt_on`` mapping for ``HumanInTheLoopMiddleware``:
-``always_confirm`` pauses every tool call, ``confirm_risky`` the caller's ``risky_tools``, ``never_confirm`` none.
-Claude Code's values map to the closest mode that never runs a tool Claude would have stopped.
-"""
+"""The parent's policy over every child: which tool calls wait for approval (a mode becomes an ``interrupt_on``
+mapping), how an answer resumes them. A child may tighten the parent's approvals and data policy (its
+``PIIMiddleware``), never loosen them: unlike deepagents, a cloned folder's ``bypassPermissions`` cannot switch off
+the approvals the user asked for; Claude Code's modes map to the closest that never runs a tool Claude would stop."""
 
 from __future__ import annotations
 

@@ -1,17 +1,12 @@
-"""Skills: folders holding a ``SKILL.md`` (the Agent Skills layout), read when a task calls for them.
-
-Skill directories are searched in levels like agent directories. An agent is told about its skills in an
-``<available_skills>`` prompt block; a subagent gets exactly the skills its spec names. A spec's ``skills`` entry
-is a name from the caller's catalog or, as in deepagents, a folder of skill folders (with a ``/``, or starting
-with ``.`` or ``~``); a missing folder adds no skills, with a warning; a later entry replaces an earlier skill.
-"""
+"""Skills: folders holding a ``SKILL.md`` (the Agent Skills layout), found in levels like agent files and named
+to the agent in an ``<available_skills>`` block; a subagent gets exactly the skills its spec names."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -74,11 +69,6 @@ def load_skill(path: PathLike) -> Skill:
     return parse_skill(Path(path))[0]
 
 
-def skill_files_in(directory: Path) -> list[Path]:
-    """``<directory>/<skill>/SKILL.md`` for every skill folder, sorted."""
-    return sorted(p for p in directory.glob(f"*/{SKILL_FILE}") if p.is_file())
-
-
 def available_skills_block(skills: Iterable[Skill]) -> str:
     """The ``<available_skills>`` block (XML-escaped); ``""`` for no skills."""
     rows = [f"<skill>\n<name>{escape(s.name)}</name>\n<description>{escape(s.description)}</description>\n"
@@ -86,33 +76,24 @@ def available_skills_block(skills: Iterable[Skill]) -> str:
     return "" if not rows else f"{SKILLS_PREAMBLE}\n<available_skills>\n" + "\n".join(rows) + "\n</available_skills>"
 
 
-class SkillCatalog(Mapping[str, Skill]):
+class SkillCatalog(dict[str, Skill]):
     """The skills an agent tree may use, by name."""
 
     def __init__(self, skills: Iterable[Skill] = ()) -> None:
-        self._skills = {s.name: s for s in skills}
-
-    def __getitem__(self, name: str) -> Skill:
-        return self._skills[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._skills)
-
-    def __len__(self) -> int:
-        return len(self._skills)
+        super().__init__((s.name, s) for s in skills)
 
     def select(self, names: Sequence[str], *, agent: str) -> list[Skill]:
         """Exactly the named skills, in the order given; an unknown name raises."""
-        unknown = [n for n in names if n not in self._skills]
+        unknown = [n for n in names if n not in self]
         if unknown:
-            available = ", ".join(self._skills) or "none (pass skills_dirs to find some)"
+            available = ", ".join(self) or "none (pass skills_dirs to find some)"
             raise SpecError(f"subagent {agent!r}: field 'skills' names unknown skill(s) "
                             f"{', '.join(map(repr, unknown))}; available: {available}")
-        return [self._skills[n] for n in dict.fromkeys(names)]
+        return [self[n] for n in dict.fromkeys(names)]
 
     def prompt_block(self, names: Sequence[str] | None = None, *, agent: str = "agent") -> str:
         """The block for ``names`` (``None``: every skill)."""
-        chosen = self._skills.values() if names is None else self.select(names, agent=agent)
+        chosen = self.values() if names is None else self.select(names, agent=agent)
         return available_skills_block(chosen)
 
 
@@ -120,8 +101,9 @@ def discover_skills(dirs: DirLevels | None = None, *, project_dir: PathLike | No
                     missing: MissingDirPolicy | None = None) -> Discovery[Skill]:
     """Scan skill directories (default: project then user level); never raises for a file."""
     levels = default_levels(SKILL_DIRS, project_dir, home) if dirs is None else as_levels(dirs)
-    return scan_levels(levels, files_in=skill_files_in, parse=parse_skill, name_of=lambda skill: skill.name,
-                       error=SkillFileError, kind="skill", missing=missing or ("skip" if dirs is None else "error"))
+    return scan_levels(levels, files_in=lambda d: sorted(p for p in d.glob(f"*/{SKILL_FILE}") if p.is_file()),
+                       parse=parse_skill, name_of=lambda skill: skill.name, error=SkillFileError, kind="skill",
+                       missing=missing or ("skip" if dirs is None else "error"))
 
 
 def load_skill_dirs(dirs: DirLevels) -> SkillCatalog:

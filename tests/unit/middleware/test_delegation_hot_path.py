@@ -27,6 +27,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 from langgraph.types import Command
 
+import middleware.subagents as delegating
 import middleware.task_tool as task_tool
 from deep_agent.testing import ScriptedChatModel
 from middleware import SubAgentMiddleware
@@ -183,7 +184,7 @@ def _run_and_see(child_writes: bool):
     spec = {"name": "worker", "description": "Does jobs.", "runnable": RunnableLambda(child)}
     middleware = SubAgentMiddleware([spec], settings=DelegationSettings.of(general_purpose=False))
     agent = create_agent(model, [], state_schema=_NotesState, middleware=[middleware])
-    with mock.patch.object(task_tool, "outcome_command", keeping):
+    with mock.patch.object(delegating, "outcome_command", keeping):
         out = agent.invoke({**user("go"), "notes": ["the parent's"]})
     (command,) = built
     return command, out
