@@ -250,15 +250,23 @@ def _holds_same(copied: Any, original: Any, depth: int = 0) -> bool:
         return False
 
 
-def own_copies(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+def own_copies(state: Mapping[str, Any], parent: Mapping[str, Any] | None = None
+               ) -> tuple[dict[str, Any], dict[str, str]]:
     """``(copies, withheld)``: each shared value of ``state`` deep-copied for the child (each with a fresh memo),
     so nothing a child changes in place reaches the parent. A value that cannot be copied, or whose copy is or
     holds an original (a client whose ``__deepcopy__`` returns itself, another key's object), is never shared
-    unless immutable all the way down: ``withheld`` names it with the reason (the record's ``withheld_keys``)."""
+    unless immutable all the way down: ``withheld`` names it with the reason (the record's ``withheld_keys``).
+    ``parent``'s other values (its private keys) are originals too."""
     copies: dict[str, Any] = {}
     withheld: dict[str, str] = {}
     code: set[int] = set()
     parents: dict[int, Any] = {}  # everything the parent's values hold: no key's copy may hold any of it
+    # Not its conversation's: walking a long history on every delegation would cost more than the copies (a fork's
+    # history is in ``state``, and checked).
+    for key, value in (parent or {}).items():
+        if key != "messages" and key not in state:
+            with contextlib.suppress(Exception):  # a value that cannot be walked is not given to the child anyway
+                parents.update(_reachable(value, code))
     to_copy: dict[str, Any] = {}
     for step in ("look", "copy"):
         for key, value in (state.items() if step == "look" else to_copy.items()):
@@ -318,7 +326,7 @@ class ChildInput:
             inputs, inherited = forked_input(parent_state, description, blocked, tool_call_id)
         else:
             inputs = child_input(parent_state, description, blocked)
-        given, withheld = own_copies(inputs)
+        given, withheld = own_copies(inputs, parent_state)
         if withheld:  # what the child never saw is not what its output is judged against
             inputs = {k: v for k, v in inputs.items() if k in given}
         return cls(inputs, given, withheld, inherited)
@@ -374,7 +382,7 @@ def forked_input(parent_state: Mapping[str, Any], description: str, blocked: fro
     approximate tokens it inherits."""
     # The child's own copies, by the copy rule (own_copies): a middleware editing a message in place edits its own.
     history = fork_history(parent_state.get("messages") or (), tool_call_id)
-    copied, withheld = own_copies({"history": history})
+    copied, withheld = own_copies({"history": history}, parent_state)
     if withheld:  # never shared instead: the delegation fails, naming what could not be copied
         raise SubagentsError(f"the conversation a fork inherits ('messages') {withheld['history']}: a message "
                              "holds a value that cannot be copied (an artifact holding a lock, a client or a "
