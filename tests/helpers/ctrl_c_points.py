@@ -128,8 +128,17 @@ def main(point_name: str) -> None:
 
 def each_in_a_fork(cases: list[str]) -> None:
     """``cases``: point, project, point, project...; each run in a child of its own, one after the other."""
-    import deep_agent.cli.app  # noqa: F401  # once, before the forks: what every run imports
+    # Once, before the forks: what every run imports, and its scan of the installed packages (the same path).
+    import langgraph.checkpoint.sqlite.aio  # noqa: F401
+
+    import deep_agent.cli.run  # noqa: F401
+    import deep_agent.cli.session  # noqa: F401
+    import deep_agent.factory  # noqa: F401
+    from deep_agent.tools import host_code
     from helpers.cli import terminal_env
+
+    host_code.import_names()
+    assert threading.active_count() == 1, "a thread would be lost in every fork"
 
     for point, project in zip(cases[::2], cases[1::2], strict=True):
         pid = os.fork()
