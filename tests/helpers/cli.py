@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import locale
 import os
@@ -16,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from helpers import REPO as ROOT
@@ -72,6 +74,15 @@ def program(*args: str, cwd: Path, env: dict[str, str], stdin: str = "",
     them), and exits as the program does; only the imports are done once
     per test worker, before the fork (1.4 s of a run's 2.1 s of CPU).
     """
+    with started(*args, cwd=cwd, env=env, stdin=stdin) as (_, ended):
+        return ended(timeout)
+
+
+@contextlib.contextmanager
+def started(*args: str, cwd: Path, env: dict[str, str], stdin: str = "") -> Iterator[
+        tuple[int, Callable[[float], subprocess.CompletedProcess]]]:
+    """:func:`program`'s child while it runs: its pid (to signal it) and ``ended(timeout)``, which waits for it
+    and returns what :func:`program` does. A child still running when the block ends is killed."""
     global _fork_server
     if _fork_server is None or _fork_server.poll() is not None:
         # The interpreter's start-up settings (PYTHON*) as a run would have them; -P: neither this folder nor
@@ -93,17 +104,25 @@ def program(*args: str, cwd: Path, env: dict[str, str], stdin: str = "",
         request = {"argv": argv, "env": env, "cwd": str(cwd), **{name: str(path) for name, path in streams.items()}}
         server.stdin.write(json.dumps(request).encode() + b"\n")
         pid = int(answers.readline().split()[1])
-        if not select.select([answers], [], [], timeout)[0]:
-            os.kill(pid, signal.SIGKILL)
-            answers.readline()
-            raise subprocess.TimeoutExpired(argv, timeout)
-        status = int(answers.readline().split()[1])
+        status: list[int] = []
 
-        def read(name: str) -> str:  # as subprocess.run(text=True) decodes: the locale's encoding, \r\n as \n
-            text = streams[name].read_bytes().decode(locale.getpreferredencoding(False))
-            return text.replace("\r\n", "\n").replace("\r", "\n")
+        def ended(timeout: float) -> subprocess.CompletedProcess:
+            if not select.select([answers], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(argv, timeout)
+            status.append(int(answers.readline().split()[1]))
 
-        return subprocess.CompletedProcess(argv, status, read("stdout"), read("stderr"))
+            def read(name: str) -> str:  # as subprocess.run(text=True) decodes: the locale's encoding, \r\n as \n
+                text = streams[name].read_bytes().decode(locale.getpreferredencoding(False))
+                return text.replace("\r\n", "\n").replace("\r", "\n")
+
+            return subprocess.CompletedProcess(argv, status[0], read("stdout"), read("stderr"))
+
+        try:
+            yield pid, ended
+        finally:
+            if not status:
+                os.kill(pid, signal.SIGKILL)
+                answers.readline()
 
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")

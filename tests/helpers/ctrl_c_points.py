@@ -1,22 +1,27 @@
-"""Press Ctrl-C at one named step of a ``deep-agent run`` (``python -m ctrl_c_points POINT``), in its own process.
+"""Press Ctrl-C at named steps of ``deep-agent run`` (``python -m ctrl_c_points POINT PROJECT ...``): each run a process
 
-The run is the command line's own (``deep_agent.cli.app.main``) on the scripted
-model ``cli_scripts:three_children``, in the current folder (a project of
+Each run is the command line's own (``deep_agent.cli.app.main``) on the scripted
+model ``cli_scripts:three_children``, in its PROJECT folder (one of
 :func:`helpers.cli.make_project`). A LangChain callback handler, added to every
 run through ``register_configure_hook`` (LangChain's public hook), raises a real
-``SIGINT`` in this process when the run reaches the point: no sleep decides
+``SIGINT`` in that process when the run reaches the point: no sleep decides
 when. The process then prints the run's exit status and what ran after the
-press as one JSON line after ``RESULT``, then ``deep-agent tasks``.
+press as one JSON line after ``RESULT``, then ``deep-agent tasks``: into
+``stdout`` and ``stderr`` beside the project. The command line is imported once
+and each run is a fork of this process, so the cases do not pay a start each.
 """
 
 from __future__ import annotations
 
 import contextvars
 import json
+import os
 import signal
 import sys
 import threading
 import time
+import traceback
+from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -121,5 +126,40 @@ def main(point_name: str) -> None:
     deep_agent(["tasks"])
 
 
+def each_in_a_fork(cases: list[str]) -> None:
+    """``cases``: point, project, point, project...; each run in a child of its own, one after the other."""
+    # Once, before the forks: what every run imports, and its scan of the installed packages (the same path).
+    import langgraph.checkpoint.sqlite.aio  # noqa: F401
+
+    import deep_agent.cli.run  # noqa: F401
+    import deep_agent.cli.session  # noqa: F401
+    import deep_agent.factory  # noqa: F401
+    from deep_agent.tools import host_code
+    from helpers.cli import terminal_env
+
+    host_code.import_names()
+    assert threading.active_count() == 1, "a thread would be lost in every fork"
+
+    for point, project in zip(cases[::2], cases[1::2], strict=True):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.chdir(project)
+                os.environ.update({k: v for k, v in terminal_env(Path(project)).items() if k != "PYTHONPATH"})
+                for fd, name in ((1, "stdout"), (2, "stderr")):
+                    os.dup2(os.open(Path(project).parent / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+                signal.alarm(300)  # a deadlock's bound, not a speed: the case then has no RESULT
+                main(point)
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        os.waitpid(pid, 0)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    each_in_a_fork(sys.argv[1:])

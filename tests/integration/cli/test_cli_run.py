@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -249,27 +250,23 @@ def test_a_thread_id_that_looks_like_markup_is_shown_as_it_is_and_never_breaks_a
 def test_a_run_ended_by_a_signal_still_ends_the_bash_command_it_is_running(project, signals):
     """Jobs a command starts end with the command (its sandbox's PID namespace); a signal to the run
     ends the running command at once."""
-    from helpers.cli import entry_point, home_beside
+    from helpers.cli import home_beside, started
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_AGENT_"))}
     env.update({"HOME": str(home_beside(project)), "PYTHONPATH": SCRIPTS["PYTHONPATH"]})
-    runner = subprocess.Popen([*entry_point(), "run", "start it", "--yes", "--model",
-                               "scripted:cli_scripts:bash_long_command"],
-                              cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
+    with started("run", "start it", "--yes", "--model", "scripted:cli_scripts:bash_long_command", cwd=project,
+                 env=env) as (pid, ended):
         stop = time.monotonic() + 60
         while not (project / "job.started").exists():
-            assert runner.poll() is None and time.monotonic() < stop, runner.stderr.read() if runner.stderr else ""
-            time.sleep(0.1)
+            with contextlib.suppress(subprocess.TimeoutExpired):  # a run that ended first: its error
+                pytest.fail(ended(0.1).stderr)
+            assert time.monotonic() < stop
         for signum in signals:
-            os.kill(runner.pid, signum)
+            os.kill(pid, signum)
             time.sleep(0.1)
-        assert runner.wait(timeout=30) == 128 + signals[0]
-        time.sleep(6)  # past the moment the command would have touched job.late, had it lived
-        assert not (project / "job.late").exists(), "the command outlived the run"
-    finally:
-        runner.kill()
-        runner.wait()
+        assert ended(30).returncode == 128 + signals[0]
+    time.sleep(6)  # past the moment the command would have touched job.late, had it lived
+    assert not (project / "job.late").exists(), "the command outlived the run"
 
 
 def test_notes_about_the_agent_files_show_once_per_change_and_quiet_shows_none(project):

@@ -3,7 +3,8 @@
 The run is the command line's own, on a scripted root that delegates one
 survey (its child reads a file), then two in parallel, then answers. Each
 case presses a real Ctrl-C at one step (:mod:`helpers.ctrl_c_points`: a callback
-raises ``SIGINT`` as the run reaches it; no sleep decides when). Before the
+raises ``SIGINT`` as the run reaches it; no sleep decides when), each run a
+process of its own, forked from one that imported the command line once. Before the
 one handler, a Ctrl-C pressed as the tool node started its children, before
 their watch was installed, was lost: the run went on to its answer and
 exited 0.
@@ -16,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,18 +28,29 @@ from helpers.ctrl_c_points import POINTS
 TASK_ROW = re.compile(r"│ (\w{8}) +│ editor +│ task +│ (\w+) +│")
 
 
-def press_ctrl_c_at(point: str, project: Any) -> tuple[dict[str, Any], str, str]:
-    env = {**terminal_env(project), "PYTHONPATH": os.pathsep.join([SCRIPTS["PYTHONPATH"], str(TESTS)])}
-    done = subprocess.run([sys.executable, "-m", "helpers.ctrl_c_points", point], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=300)  # a deadlock's bound, not a speed
-    found = re.search(r"^RESULT (.*)$", done.stdout, re.MULTILINE)
-    assert found, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads(found.group(1)), done.stdout, done.stderr
+@pytest.fixture(scope="module")
+def pressed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every point pressed, each in a project of its own: point -> the folder of its project and its output."""
+    folders = {point: tmp_path_factory.mktemp("ctrl-c") for point in POINTS}
+    cases = [str(arg) for point, folder in folders.items() for arg in (point, make_project(folder / "project"))]
+    env = {**terminal_env(folders[next(iter(POINTS))] / "project"),
+           "PYTHONPATH": os.pathsep.join([SCRIPTS["PYTHONPATH"], str(TESTS)])}
+    subprocess.run([sys.executable, "-m", "helpers.ctrl_c_points", *cases], env=env, check=True,
+                   timeout=300 * len(POINTS))  # a deadlock's bound (each run has its own), not a speed
+    return folders
 
 
+def press_ctrl_c_at(point: str, pressed: dict[str, Path]) -> tuple[dict[str, Any], str, str]:
+    stdout, stderr = ((pressed[point] / name).read_text() for name in ("stdout", "stderr"))
+    found = re.search(r"^RESULT (.*)$", stdout, re.MULTILINE)
+    assert found, stdout[-3000:] + stderr[-3000:]
+    return json.loads(found.group(1)), stdout, stderr
+
+
+@pytest.mark.xdist_group("ctrl-c")  # the points share one start: on one worker
 @pytest.mark.parametrize("point", list(POINTS))
-def test_ctrl_c_at_any_step_ends_the_run_as_interrupted_with_every_open_task_cancelled(tmp_path, point):
-    result, output, errors = press_ctrl_c_at(point, make_project(tmp_path))
+def test_ctrl_c_at_any_step_ends_the_run_as_interrupted_with_every_open_task_cancelled(pressed, point):
+    result, output, errors = press_ctrl_c_at(point, pressed)
     run, _, listing = output.partition("RESULT ")
     assert result["pressed"], output[-3000:]
     assert result["status"] == 130 and errors.startswith("deep-agent: interrupted"), output[-3000:] + errors[-3000:]

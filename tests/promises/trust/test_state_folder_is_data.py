@@ -35,14 +35,18 @@ SCRIPTED = {"DEEP_AGENT_SCRIPTED": "1"}
 
 @pytest.fixture()
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
+    return make_project(tmp_path)
+
+
+def make_project(folder: Path) -> Path:
+    root = folder / "project"
     agents = root / ".agents" / "agents"
     agents.mkdir(parents=True)
     (agents / "researcher.md").write_text(
         "---\nname: researcher\ndescription: Researches one topic.\nmax_turns: 4\n---\nAnswer in one line.\n",
         encoding="utf-8")
     (root / "home").mkdir()
-    (tmp_path / "secret.txt").write_text(SECRET + "\n")
+    (folder / "secret.txt").write_text(SECRET + "\n")
     return root
 
 
@@ -60,21 +64,45 @@ def ran(project: Path) -> tuple[str, Path]:
     return task_id, path
 
 
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
+    """One project after ``ran``, made once and kept aside (a run is a process): its folder, task id, transcript."""
+    folder = tmp_path_factory.mktemp("ran")
+    task_id, path = ran(make_project(folder / "work"))
+    shutil.copytree(folder / "work", folder / "kept", symlinks=True)
+    return folder, task_id, path
+
+
+@pytest.fixture()
+def after_a_run(one_run: tuple[Path, str, Path]) -> tuple[Path, str, Path]:
+    """A project just after ``ran`` (project, task id, transcript): the one run's folder, put back as it was at
+    the same place (its records name their paths)."""
+    folder, task_id, path = one_run
+    shutil.rmtree(folder / "work")
+    shutil.copytree(folder / "kept", folder / "work", symlinks=True)
+    return folder / "work" / "project", task_id, path
+
+
+AFTER_A_RUN = pytest.mark.xdist_group("state-folder-after-a-run")  # the tests sharing one run: on one worker
+
+
 def refused(result: subprocess.CompletedProcess, path: Path, reason: str) -> None:
     assert result.returncode == 1, result.stdout
     assert f"deep-agent: error: {path}: {reason}" in result.stderr, result.stderr
     assert SECRET not in result.stdout + result.stderr
 
 
-def test_a_transcript_replaced_by_a_symlink_out_is_not_followed(project):
-    task_id, path = ran(project)
+@AFTER_A_RUN
+def test_a_transcript_replaced_by_a_symlink_out_is_not_followed(after_a_run):
+    project, task_id, path = after_a_run
     path.unlink()
     path.symlink_to(project.parent / "secret.txt")
     refused(cli("transcript", task_id, cwd=project), path, "a symlink stands on its path")
 
 
-def test_a_symlinked_folder_below_the_state_folder_is_not_followed(project):
-    task_id, path = ran(project)
+@AFTER_A_RUN
+def test_a_symlinked_folder_below_the_state_folder_is_not_followed(after_a_run):
+    project, task_id, path = after_a_run
     outside = project.parent / "elsewhere"
     shutil.copytree(path.parent, outside)  # the same transcript, reached through a symlink
     shutil.rmtree(path.parent)
@@ -82,8 +110,9 @@ def test_a_symlinked_folder_below_the_state_folder_is_not_followed(project):
     refused(cli("transcript", task_id, cwd=project), path, "a symlink stands on its path")
 
 
-def test_a_transcript_replaced_by_a_fifo_is_refused_not_waited_on(project):
-    task_id, path = ran(project)
+@AFTER_A_RUN
+def test_a_transcript_replaced_by_a_fifo_is_refused_not_waited_on(after_a_run):
+    project, task_id, path = after_a_run
     path.unlink()
     os.mkfifo(path)  # cli() times out (a deadlock detector) if anything opens it to read
     refused(cli("transcript", task_id, cwd=project), path, "not a regular file")
@@ -110,8 +139,9 @@ def test_a_run_never_writes_the_last_thread_through_a_symlink(project):
     assert (project.parent / "secret.txt").read_text() == SECRET + "\n"
 
 
-def test_a_symlinked_checkpoint_database_is_refused(project):
-    ran(project)
+@AFTER_A_RUN
+def test_a_symlinked_checkpoint_database_is_refused(after_a_run):
+    project, _, _ = after_a_run
     database = project / ".deep_agent" / "state.sqlite"
     moved = project.parent / "elsewhere.sqlite"
     database.rename(moved)
@@ -120,9 +150,10 @@ def test_a_symlinked_checkpoint_database_is_refused(project):
 
 
 @pytest.mark.parametrize(("journal", "command"), [("-wal", "tasks"), ("-wal", "run"), ("-shm", "tasks")])
-def test_a_symlink_planted_as_the_databases_journal_is_refused_naming_it(project, command, journal):
+@AFTER_A_RUN
+def test_a_symlink_planted_as_the_databases_journal_is_refused_naming_it(after_a_run, command, journal):
     # Before: SQLite refused it too, but the error said "unable to open database file", naming nothing.
-    ran(project)
+    project, _, _ = after_a_run
     planted = project / ".deep_agent" / f"state.sqlite{journal}"
     planted.unlink(missing_ok=True)
     planted.symlink_to(project.parent / "secret.txt")
