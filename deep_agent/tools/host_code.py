@@ -167,22 +167,35 @@ def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
     """What a simple command started from ``cwd`` loads from a folder, through ``sh -c '...'`` too: ``(its python
     word, the folder first on its import path: cwd, or a script's own; -m's top module or "")`` (nothing with
     ``-I``/``-P``), or ``("node", cwd, "")`` for node or a package runner (``npx``, ``yarn``: ``node_modules``)."""
-    # Past what runs it (env, nice -n 5, timeout 10, uv run, ionice...): its first word naming one (a look-alike
-    # argument holds more, never less); before it, env -S's value is words, PYTHONPATH's folders first on the path.
-    at = _start(words := list(command))
-    words = [part for n, word in enumerate(words)
-             for part in (shell_words(word) if n < at and words[n - 1:n] in (["-S"], ["--split-string"]) else [word])]
-    at = _start(words)
-    path = next((w for w in reversed(words[:at]) if w.startswith("PYTHONPATH=")), "=").partition("=")[2]
-    paths = [(cwd / _PWD.sub(str(cwd), e)).resolve() for e in path.split(":") if e]
-    words = words[at:]
-    name = _name(words[0]) if words else ""
+    # Past what runs it (env -u sh, exec -a sh, nice -n 5, flock sh, uv run...) no table says which word is the
+    # program: every word naming one is read as one (a look-alike argument holds more, never less); env -S's value
+    # is words, and a PYTHONPATH before a python puts its folders first on the path.
+    words = [part for n, word in enumerate(command) for part in _split_string(command[n - 1:n], word)]
+    for at in (n for n, word in enumerate(words) if _starts_programs(word)):
+        path = next((w for w in reversed(words[:at]) if w.startswith("PYTHONPATH=")), "=").partition("=")[2]
+        yield from _started(words[at:], cwd, [(cwd / _PWD.sub(str(cwd), e)).resolve() for e in path.split(":") if e])
+
+
+def _split_string(before: list[str], word: str) -> list[str]:
+    """``word`` as env's ``-S``/``--split-string`` splits it: after the flag, or joined (``--split-string=a b``,
+    ``-S'a b'``: a space in it, so python's ``-Sm`` stays one word)."""
+    if before in (["-S"], ["--split-string"]):
+        return shell_words(word)
+    for flag in ("--split-string=", "-S"):
+        if word.startswith(flag) and (flag != "-S" or " " in word):
+            return shell_words(word[len(flag):])
+    return [word]
+
+
+def _started(words: list[str], cwd: Path, paths: list[Path]) -> Iterator[tuple[str, Path, str]]:
+    name = _name(words[0])
     if _PYTHON.fullmatch(name):
         yield from ((words[0], folder, "") for folder in paths)
     if name in _NODE:
         yield "node", cwd, ""
     elif _SHELL.fullmatch(name):
-        script = next((words[n + 1] for n, w in enumerate(words[:-1]) if re.fullmatch(r"-[a-z]*c[a-z]*", w)), "")
+        at = next((n + 1 for n, w in enumerate(words[:-1]) if re.fullmatch(r"-[a-z]*c[a-z]*", w)), len(words))
+        script = next((w for w in words[at:] if w != "--"), "")  # sh -c -- 'script'
         for inner, inner_cwd in simple_commands(shell_words(script), cwd):
             yield from starts(inner, inner_cwd)
     elif _PYTHON.fullmatch(name):
@@ -192,8 +205,11 @@ def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
                 script = next(args, "-") if word == "--" else word
                 if script == "-" or (folder := _resolved(cwd / script)) is None:
                     break
-                yield words[0], folder.parent, ""
+                # A folder (or a zip) run as a script starts from itself, with its __main__.
+                yield (words[0], folder, "__main__") if folder.is_dir() else (words[0], folder.parent, "")
                 return
+            if word == "--check-hash-based-pycs":  # the one long option that takes a value
+                next(args, "")
             for n, flag in enumerate(word[1:] if not word.startswith("--") else ""):
                 if flag in "IP":  # isolated, or safe path: no folder of its own on the path
                     return
@@ -215,10 +231,9 @@ def _name(word: str) -> str:
     return Path(word).name.strip("${}") if not _ASSIGNMENT.match(word) else ""
 
 
-def _start(words: list[str]) -> int:
-    """The index of the first of ``words`` naming a program :func:`starts` reads (``len(words)``: none)."""
-    return next((n for n, word in enumerate(words) if (name := _name(word)) in _NODE or _SHELL.fullmatch(name)
-                 or _PYTHON.fullmatch(name)), len(words))
+def _starts_programs(word: str) -> bool:
+    """Whether ``word`` names a program :func:`starts` reads: a python, node or a package runner, or a shell."""
+    return (name := _name(word)) in _NODE or bool(_SHELL.fullmatch(name) or _PYTHON.fullmatch(name))
 
 
 _OPERATORS = frozenset({"&&", "||", ";", ";;", "|", "&", "|&", "(", ")", "!", "{", "}"})

@@ -81,6 +81,14 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
           "tools/check.py": "ok\n"}, "argparse.py"),  # an export holds on the hook's next lines
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\ncd tools\npython3 check.py\n", "tools/check.py": "ok\n"},
      "tools/argparse.py"),  # and a cd
+    # Found by a review: a wrapper's option value that names a shell, python's valued long option, env -S's joined
+    # forms, sh -c --, a folder run as a script.
+    ({"diff.json.textconv": "env -u sh python3 -m json.tool"}, {}, "argparse.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nexec -a sh python3 -m mytool\n", "mytool.py": "ok\n"}, "mytool.py"),
+    ({"diff.json.textconv": "python3 --check-hash-based-pycs default -m json.tool"}, {}, "argparse.py"),
+    ({"diff.json.textconv": "env --split-string='python3 -m json.tool'"}, {}, "argparse.py"),
+    ({"diff.json.textconv": "sh -c -- 'python3 -m json.tool'"}, {}, "argparse.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\npython3 tools/\n", "tools/__main__.py": "ok\n"}, "tools/__main__.py"),
 ]
 
 
