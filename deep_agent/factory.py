@@ -95,26 +95,14 @@ def create_deep_agent(
     hooks: Mapping[str, Any] | None = None,
     mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """Build a compiled root agent whose subagents are reached through ``task``.
+    """Build a compiled root agent whose subagents are reached through ``task`` (docs/migrating.md).
 
-    The first eighteen arguments are deepagents' ``create_deep_agent``'s, with its meaning; ``backend``,
-    ``skills``, ``memory`` and ``permissions`` need the ``deepagents`` extra. Children inherit ``model`` and
-    the root's tool node unless their spec says otherwise; keys that ``middleware`` marks private never
-    reach a child.
-
-    Args:
-        interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware`` rule, as in deepagents: for the
-            root's tools, and a floor for every child (a spec's own may add gates, never un-gate one).
-        settings: every other option, in one :class:`subagents.settings.DelegationSettings` (limits,
-            transcripts, background tasks, definitions dirs, graph options); each field's docstring is its reference.
-        budget, permission_mode, mcp_servers: given, each replaces the same field of ``settings``: a
-            :class:`subagents.Budget` shared by the root and every child; the approval policy for the root's
-            tools, inherited by children that set none; MCP servers subagents may name.
-        background: also give the root the background-task tools over the same subagents (see
-            :class:`middleware.BackgroundSubagentMiddleware`); specs with ``graph_id`` or
-            ``settings.background.background_subagents`` turn them on too.
-        hooks: Claude Code hooks for the root, ``SubagentStart``/``SubagentStop`` around each delegation; see
-            :class:`subagents.definitions.HookMiddleware`.
+    The first eighteen arguments are deepagents' ``create_deep_agent``'s (``backend``, ``skills``, ``memory``
+    and ``permissions`` need the ``deepagents`` extra); ``interrupt_on`` and ``permission_mode`` gate the root's
+    tools and are a floor for every child (docs/approvals.md). ``settings``: every other option, in one
+    :class:`subagents.settings.DelegationSettings`; ``budget``, ``permission_mode`` and ``mcp_servers``, given,
+    replace its field. ``background``: also the background-task tools (docs/background.md); ``hooks``: Claude
+    Code hooks for the root (:class:`subagents.definitions.HookMiddleware`).
     """
     tools, subagents, middleware = list(tools or ()), subagents or (), middleware or ()
     settings = (settings or DelegationSettings()).with_keywords(

@@ -200,10 +200,8 @@ class TaskTree:
         self._root_since = self.started
 
     def feed(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> None:
-        if mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_task":
-            self.event(chunk)
-        elif mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_progress":
-            self.progress(chunk)
+        if mode == "custom" and isinstance(chunk, dict) and chunk.get("type") in ("subagent_task", "subagent_progress"):
+            (self.event if chunk["type"] == "subagent_task" else self.progress)(chunk)
         elif mode == "updates" and not namespace and isinstance(chunk, Mapping):
             for update in chunk.values():
                 for part in update if isinstance(update, list) else [update]:
@@ -274,7 +272,7 @@ class TaskTree:
         rows = {task_id: _event_row(task_id, event) for task_id, event in self.live.items()}
         rows.update({task_id: sync_row(record) for task_id, record in self.sync.items()})
         for task_id, record in self.background.items():
-            rows[task_id] = background_row({**record, **_live_background(task_id)})
+            rows[task_id] = background_row({**record, **live_background(task_id)})
         known = {r.tool_call_id for r in rows.values() if r.tool_call_id}
         for row in invalid_call_rows(self.messages, known):
             rows.setdefault(row.id, row)
@@ -378,15 +376,13 @@ def _end_pause(row: dict[str, Any], now: float) -> None:
 
 def _seconds(value: Any) -> float | None:
     """A time or duration from an event: a finite number, else unknown."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        return float(value) if math.isfinite(value) else None
-    except OverflowError:  # an int past any float
-        return None
+    with contextlib.suppress(OverflowError):  # an int past any float
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
 
 
-def _live_background(task_id: str) -> dict[str, Any]:
+def live_background(task_id: str) -> dict[str, Any]:
     """What this process knows now about a local background task (the ledger lags a turn)."""
     try:
         from subagents.background import known_task

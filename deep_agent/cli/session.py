@@ -22,7 +22,7 @@ from rich.text import Text
 
 from deep_agent.cli.approvals import TerminalAsker, decide, end_line, settle_background, unsettled
 from deep_agent.cli.errors import warnings_as_lines
-from deep_agent.cli.live_view import UNFINISHED, TaskTree, relayed_stderr, turn_waiting
+from deep_agent.cli.live_view import UNFINISHED, TaskTree, live_background, relayed_stderr, turn_waiting
 from deep_agent.cli.store import (
     TaskRow,
     check_thread_id,
@@ -149,17 +149,11 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
 
 async def _record_background(agent: Any, config: dict[str, Any], tree: TaskTree) -> None:
     """Write into the ledger what this process knows of the turn's background tasks that it does not."""
-    from subagents.background import known_task
-
     ledger = (await agent.aget_state(config)).values.get(ASYNC_LEDGER_KEY) or {}
     updates: dict[str, dict[str, Any]] = {}
     for task_id in tree.background:
-        task = known_task(task_id)
-        if task is None:
-            continue
         record = ledger.get(task_id) or {}
-        live = {**dict(task.fields), **task.usage()}
-        changed = {k: v for k, v in live.items() if k != "announced" and record.get(k) != v}
+        changed = {k: v for k, v in live_background(task_id).items() if k != "announced" and record.get(k) != v}
         if "status" in changed:
             changed["announced"] = False  # the parent is told how it ended, at its next turn
         if changed:

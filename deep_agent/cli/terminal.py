@@ -90,15 +90,11 @@ def preview(value: Any) -> Any:
 
 def discard_typed_ahead(stdin: Any) -> None:
     """Drop what was typed before a prompt: a ``y`` typed early must not answer a question not yet shown."""
-    try:
+    with contextlib.suppress(Exception):  # no termios (Windows), not a terminal, or closed
         import termios
-    except ImportError:
-        return
-    try:
+
         if stdin is not None and stdin.isatty():
             termios.tcflush(stdin.fileno(), termios.TCIFLUSH)
-    except (termios.error, OSError, ValueError, AttributeError):  # not a terminal, or closed
-        return
 
 
 class TypedLines:
