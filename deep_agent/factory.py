@@ -228,10 +228,8 @@ def _root_hooks(hooks: Mapping[str, Any] | None) -> list[HookMiddleware]:
 
 def _with_agent_files(subagents: Sequence[AnySpec | Mapping[str, Any]], agents_dirs: DirLevels | None) -> list[AnySpec]:
     specs = [coerce_spec(s) for s in subagents]
-    if agents_dirs is None:
-        return specs
     given = {s.name for s in specs}
-    for spec in load_agent_dirs(agents_dirs):
+    for spec in load_agent_dirs(agents_dirs) if agents_dirs is not None else ():
         if spec.name in given:
             raise SpecError(f"{spec.source}: subagent {spec.name!r} is also passed in subagents=; "
                             "each name must be unique (rename one, or drop one)")
@@ -290,15 +288,8 @@ def apply_message_writes(state: Sequence[Any] | None, writes: Sequence[Any]) -> 
 
 
 class DeepAgentState(AgentState[Any]):
-    """The state :func:`deep_agent.create_deep_agent` uses unless given ``state_schema``.
-
-    Subclass it to add keys and keep the conversation stored as deltas::
-
-        class MyState(DeepAgentState):
-            notes: list[str]
-
-        agent = create_deep_agent(model, state_schema=MyState)
-    """
+    """The state :func:`deep_agent.create_deep_agent` uses unless given ``state_schema``: subclass it to add keys
+    and keep the conversation stored as deltas (docs/ledger-and-budgets.md)."""
 
     messages: Required[Annotated[
         list[AnyMessage], DeltaChannel(apply_message_writes, snapshot_frequency=SNAPSHOT_EVERY)

@@ -1,18 +1,11 @@
-"""A scripted chat model for offline runs: tests, the demo, and your own tests.
+"""A scripted chat model for offline runs: tests, the demo, and your own tests (docs/testing.md).
 
 Replies are chosen from the conversation, never from call order, so parallel children sharing one model
 stay deterministic: a turn's reply is ``script[k]``, ``k`` the AI messages since the last human message,
 the script the first rule whose pattern occurs in it (else ``responses``). An unmatched continuation
 request repeats the previous answer. A reply is a string, an ``AIMessage``, a dict with ``content`` and/or
 ``tool_calls`` (:func:`tool_call`), an exception to raise, or a callable taking the messages and returning
-one of those. Example::
-
-    model = ScriptedChatModel(
-        rules=[("Summarise", ["A short summary."])],
-        responses=[{"tool_calls": [tool_call("task", description="Summarise X", subagent_type="general-purpose")]},
-                   "Done: the child summarised X."],
-        latency_s=0.01,
-    )
+one of those.
 """
 
 from __future__ import annotations

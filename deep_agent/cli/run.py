@@ -1,10 +1,4 @@
-"""``deep-agent run``, ``demo`` and ``trust``: a real agent for the agent files you have.
-
-Example::
-
-    deep-agent run "Review src/ for unchecked errors" --model openai:gpt-4.1-mini
-    deep-agent run "Now fix the first one" --thread 5d1c...     # continue a conversation
-"""
+"""``deep-agent run``, ``demo`` and ``trust``: a real agent for the agent files you have (docs/cli.md)."""
 
 from __future__ import annotations
 
