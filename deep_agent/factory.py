@@ -166,15 +166,12 @@ def create_deep_agent(
                   response_format=response_format,
                   state_schema=state_schema if state_schema is not None else DeepAgentState,
                   context_schema=context_schema, checkpointer=checkpointer, store=store, debug=debug, name=name,
-                  cache=cache)
+                  cache=cache, interrupt_before=root.interrupt_before, interrupt_after=root.interrupt_after)
     if root_model is None or with_deepagents:
         graph = deepagents_agent(model, tools, stack, backend=backend, skills=skills, memory=memory,
-                                 permissions=permissions, interrupt_on=settings.definitions.interrupt_on,
-                                 interrupt_before=root.interrupt_before, interrupt_after=root.interrupt_after,
-                                 **common)
+                                 permissions=permissions, interrupt_on=settings.definitions.interrupt_on, **common)
     else:
-        graph = create_agent(root_model, tools, middleware=stack, interrupt_before=root.interrupt_before,
-                             interrupt_after=root.interrupt_after, **common)
+        graph = create_agent(root_model, tools, middleware=stack, **common)
     # A root middleware's own model calls go around the root's model-call wrap: the meter counts them.
     return delegation.metered(graph)
 

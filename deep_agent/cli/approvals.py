@@ -6,6 +6,7 @@ When nobody can answer (stdin is not a terminal), the run stops with an error na
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -56,10 +57,9 @@ class TerminalAsker:
         self.always: set[str] = set()
 
     def can_ask(self) -> bool:
-        try:
+        with contextlib.suppress(Exception):  # a closed or odd stdin is not a terminal
             return bool(self.stdin.isatty())
-        except Exception:  # noqa: BLE001 - a closed or odd stdin is not a terminal
-            return False
+        return False
 
     def __call__(self, agent: str, tool: str, args: Mapping[str, Any]) -> str | None:
         if not self.can_ask():

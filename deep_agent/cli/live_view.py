@@ -384,13 +384,12 @@ def _seconds(value: Any) -> float | None:
 
 def live_background(task_id: str) -> dict[str, Any]:
     """What this process knows now about a local background task (the ledger lags a turn)."""
-    try:
-        from subagents.background import known_task
+    from subagents.background import known_task
 
-        task = known_task(task_id)
-        return {**dict(task.fields), **task.usage()} if task is not None else {}
-    except Exception:  # noqa: BLE001 - a view never fails the run
-        return {}
+    with contextlib.suppress(Exception):  # a view never fails the run
+        if (task := known_task(task_id)) is not None:
+            return {**dict(task.fields), **task.usage()}
+    return {}
 
 
 def _valid_color(value: Any) -> bool:

@@ -232,7 +232,7 @@ def cut_short_records(tree: TaskTree, thread_id: str, sessions: Path) -> dict[st
 def add_unseen_tasks(tree: TaskTree, thread_id: str, sessions: Path) -> None:
     """Put in the tree, as ``cancelled``, this turn's ``task`` calls that have a transcript and no row (a Ctrl-C
     as a child starts can end the stream before its events arrive). Never raises."""
-    try:
+    with contextlib.suppress(Exception):  # an unreadable folder or file: the tree keeps what it saw
         folder = jsonl_path(sessions, thread_id, "x").parent
         paths = list(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
         calls = _calls(tree)
@@ -251,8 +251,6 @@ def add_unseen_tasks(tree: TaskTree, thread_id: str, sessions: Path) -> None:
                 "input_tokens": sum(token_count(s.get("input_tokens")) for s in spent),
                 "output_tokens": sum(token_count(s.get("output_tokens")) for s in spent),
             }
-    except Exception:  # noqa: BLE001 - an unreadable folder or file: the tree keeps what it saw
-        return
 
 
 def _calls(tree: TaskTree) -> dict[Any, Any]:

@@ -449,9 +449,8 @@ def _refused(call_id: str | None, args: Mapping[str, Any], error: str) -> TaskRo
 
 
 def _text(message: Any) -> str:
-    try:
+    with contextlib.suppress(Exception):  # a reply with odd content still names the failure
         return str(message.text)
-    except Exception:  # noqa: BLE001 - a reply with odd content still names the failure
-        return str(getattr(message, "content", ""))
+    return str(getattr(message, "content", ""))
 
 
