@@ -192,9 +192,7 @@ def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
         return []
 
     class PatchOlderToolCalls(PatchToolCallsMiddleware):
-        @property
-        def name(self) -> str:
-            return PatchToolCallsMiddleware.__name__
+        name = PatchToolCallsMiddleware.__name__  # deepagents' own is replaced by name
 
         def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
             messages = state["messages"]

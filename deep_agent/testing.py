@@ -74,7 +74,6 @@ class ScriptedChatModel(BaseChatModel):
                   if (pattern(prompt) if callable(pattern) else pattern in prompt))
         script: Sequence[Reply] = next(chosen, self.responses)
         if script is self.responses and prompt == CONTINUATION_PROMPT:
-            # A continuation request no rule answers: repeat the last answer.
             return next((m.text for m in reversed(messages) if isinstance(m, AIMessage) and m.text), "")
         if turn < len(script):
             reply = script[turn]

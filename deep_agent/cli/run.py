@@ -138,7 +138,6 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     # the folder's (what trust hashes): a guard's script decides a call.
     workspace = workspace_of(args, state, [p for d in found.definitions.values()
                                            for p in files_run_by(d.value, Path.cwd(), outside=True)])
-    # The skill folders to read: the named ones, else the default ones that exist.
     levels = [[d for d in level if d.is_dir()] for level in default_levels(SKILL_DIRS, Path.cwd())]
     skills_dirs = list(args.skills_dirs or ()) or [level for level in levels if level]
     bash, bash_note = bash_setting(args)
