@@ -383,10 +383,9 @@ def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middle
         if isinstance(own, list | tuple):  # None inherits the file tools; anything else is refused when read
             listed = {t if isinstance(t, str) else tool_name(t) for t in own}
             changed["tools"] = [*own, *(n for n in names if n not in listed)]
-        child_model = spec.get("model") or model
-        defaults: list[Any] = [PatchToolCallsMiddleware()]
-        if isinstance(child_model, BaseChatModel):
-            defaults.insert(0, create_summarization_middleware(child_model, store))
+        child = spec.get("model") or model
+        summarise = [create_summarization_middleware(child, store)] if isinstance(child, BaseChatModel) else []
+        defaults: list[Any] = [*summarise, PatchToolCallsMiddleware()]
         taken = {getattr(mw, "name", None) for mw in own_middleware or ()}
         changed["middleware"] = [*(mw for mw in defaults if mw.name not in taken), *(own_middleware or ())]
         out.append(changed)
