@@ -155,10 +155,9 @@ _relay_lock = threading.Lock()
 def relayed_stderr(console: Console) -> Iterator[None]:
     """While entered, lines written to fd 2 are printed through ``console`` (when both are terminals)."""
     global _relay
-    try:
+    usable = False
+    with contextlib.suppress(OSError, ValueError):
         usable = console.is_terminal and os.isatty(STDERR)
-    except (OSError, ValueError):
-        usable = False
     if not usable:
         yield
         return
