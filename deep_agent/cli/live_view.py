@@ -312,10 +312,8 @@ class TaskTree:
         status = row.status
         cut = row.shown_status != status  # completed with a wrap-up's partial answer
         style, icon = ("yellow", "~") if cut else _LOOK.get(status, ("", "·"))
-        line = Text()
-        line.append(f"{icon} ", style=style)
         # Ids, names and errors can hold a child's text: escaped, so no escape sequence reaches the terminal.
-        line.append(printable(row.agent_type), style=self.colors.get(row.agent_type, style))
+        line = Text.assemble((f"{icon} ", style), (printable(row.agent_type), self.colors.get(row.agent_type, style)))
         kind = {"background": f" [background, {row.runner or 'local'}, attempt {row.attempt or 1}]",
                 "refused": " [refused]"}.get(row.kind, "")
         line.append(kind, style="cyan" if row.kind == "background" else "red")

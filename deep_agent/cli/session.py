@@ -76,8 +76,7 @@ def _cost(value: float, prices: Mapping[str, Any] | None) -> str:
 
 async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *, title: str,
                     console: Console) -> int:
-    thread_id = check_thread_id(getattr(args, "thread", None) or uuid.uuid4().hex,
-                                getattr(args, "db_url", None))
+    thread_id = check_thread_id(getattr(args, "thread", None) or uuid.uuid4().hex, args.db_url)  # demo: no --thread
     state = resolve_state_dir(args.state_dir)
     # No recursion limit of the CLI's own: max_root_turns ends a looping root with its message.
     config = {"configurable": {"thread_id": thread_id}}
