@@ -263,14 +263,9 @@ def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str
     from deep_agent.model_choice import model_limits
 
     limits = model_limits(args.timeout, args.max_tokens, args.retries)
-    out: dict[str, Any] = {}
-    for name, value in profiles.items():
-        if isinstance(value, str) and ":" in value:
-            value = {"model": value, **limits}
-        elif isinstance(value, dict) and isinstance(value.get("model"), str):
-            value = {**limits, **value}
-        out[name] = value
-    return out
+    return {name: {"model": value, **limits} if isinstance(value, str) and ":" in value
+            else {**limits, **value} if isinstance(value, dict) and isinstance(value.get("model"), str) else value
+            for name, value in profiles.items()}
 
 
 def _tool_rules(spec: Any, workspace: Any, bash: Any, where: Any) -> Any:
