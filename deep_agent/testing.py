@@ -75,15 +75,10 @@ class ScriptedChatModel(BaseChatModel):
         script: Sequence[Reply] = next(chosen, self.responses)
         if script is self.responses and prompt == CONTINUATION_PROMPT:
             return next((m.text for m in reversed(messages) if isinstance(m, AIMessage) and m.text), "")
-        if turn < len(script):
-            reply = script[turn]
-        elif self.default is not None:
-            reply = self.default
-        else:
+        if turn >= len(script) and self.default is None:
             raise ScriptExhausted(f"scripted model has no reply for turn {turn} of prompt {prompt[:60]!r}")
-        if callable(reply) and not isinstance(reply, type):
-            reply = reply(messages)
-        return reply
+        reply = script[turn] if turn < len(script) else self.default
+        return reply(messages) if callable(reply) and not isinstance(reply, type) else reply
 
     def _respond(self, messages: list[BaseMessage], tools: Any) -> ChatResult:
         self._calls.append({"messages": list(messages),
