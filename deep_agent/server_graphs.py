@@ -45,8 +45,7 @@ def _last_human(messages: Sequence[BaseMessage]) -> str:
 
 
 def _outcome(messages: Sequence[BaseMessage]) -> str:
-    tool_result = next((m.text for m in reversed(messages) if isinstance(m, ToolMessage)), "")
-    return f"Outcome: {tool_result}"
+    return "Outcome: " + next((m.text for m in reversed(messages) if isinstance(m, ToolMessage)), "")
 
 
 def _build(spec: SubagentSpec, model: Any, tools: list[Any]) -> Any:

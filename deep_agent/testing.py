@@ -1,18 +1,11 @@
-"""A scripted chat model for offline runs: tests, the demo, and your own tests.
+"""A scripted chat model for offline runs: tests, the demo, and your own tests (docs/testing.md).
 
 Replies are chosen from the conversation, never from call order, so parallel children sharing one model
 stay deterministic: a turn's reply is ``script[k]``, ``k`` the AI messages since the last human message,
 the script the first rule whose pattern occurs in it (else ``responses``). An unmatched continuation
 request repeats the previous answer. A reply is a string, an ``AIMessage``, a dict with ``content`` and/or
 ``tool_calls`` (:func:`tool_call`), an exception to raise, or a callable taking the messages and returning
-one of those. Example::
-
-    model = ScriptedChatModel(
-        rules=[("Summarise", ["A short summary."])],
-        responses=[{"tool_calls": [tool_call("task", description="Summarise X", subagent_type="general-purpose")]},
-                   "Done: the child summarised X."],
-        latency_s=0.01,
-    )
+one of those.
 """
 
 from __future__ import annotations
@@ -81,17 +74,11 @@ class ScriptedChatModel(BaseChatModel):
                   if (pattern(prompt) if callable(pattern) else pattern in prompt))
         script: Sequence[Reply] = next(chosen, self.responses)
         if script is self.responses and prompt == CONTINUATION_PROMPT:
-            # A continuation request no rule answers: repeat the last answer.
             return next((m.text for m in reversed(messages) if isinstance(m, AIMessage) and m.text), "")
-        if turn < len(script):
-            reply = script[turn]
-        elif self.default is not None:
-            reply = self.default
-        else:
+        if turn >= len(script) and self.default is None:
             raise ScriptExhausted(f"scripted model has no reply for turn {turn} of prompt {prompt[:60]!r}")
-        if callable(reply) and not isinstance(reply, type):
-            reply = reply(messages)
-        return reply
+        reply = script[turn] if turn < len(script) else self.default
+        return reply(messages) if callable(reply) and not isinstance(reply, type) else reply
 
     def _respond(self, messages: list[BaseMessage], tools: Any) -> ChatResult:
         self._calls.append({"messages": list(messages),

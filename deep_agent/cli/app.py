@@ -4,6 +4,7 @@ docs/cli.md). A command's module (and LangChain) is imported only when it runs: 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
@@ -216,13 +217,10 @@ def _add_state(parser: argparse.ArgumentParser) -> None:
 
 def _checked(kind: type, ok: Callable[[Any], bool], expected: str) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        if value is None or not ok(value):
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-        return value
+        with contextlib.suppress(ValueError):
+            if ok(value := kind(text)):
+                return value
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
 
     return parse
 

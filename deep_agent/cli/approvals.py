@@ -6,6 +6,7 @@ When nobody can answer (stdin is not a terminal), the run stops with an error na
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -56,10 +57,9 @@ class TerminalAsker:
         self.always: set[str] = set()
 
     def can_ask(self) -> bool:
-        try:
+        with contextlib.suppress(Exception):  # a closed or odd stdin is not a terminal
             return bool(self.stdin.isatty())
-        except Exception:  # noqa: BLE001 - a closed or odd stdin is not a terminal
-            return False
+        return False
 
     def __call__(self, agent: str, tool: str, args: Mapping[str, Any]) -> str | None:
         if not self.can_ask():
@@ -145,8 +145,12 @@ async def answer_task(task: Any, *, ask: TerminalAsker, approve_all: bool,
                       announce: Callable[[str], None]) -> None:
     """Ask about a waiting background task's pending calls, then resume it on its runtime's loop."""
     agent = str(task.call.subagent_type)
-    interrupts = [SimpleNamespace(id=item.get("id"), value=_named(item.get("value"), agent, task.id))
-                  for item in list(task.fields.get("approval_request") or [])]
+    interrupts = []
+    for item in list(task.fields.get("approval_request") or []):
+        value = item.get("value")
+        if isinstance(value, Mapping):  # naming the background task's agent as a ``task`` child's does
+            value = {**value, "subagent": {**(value.get("subagent") or {}), "agent_type": agent, "task_id": task.id}}
+        interrupts.append(SimpleNamespace(id=item.get("id"), value=value))
 
     def ask_here(who: str, tool: str, args: Mapping[str, Any]) -> str | None:
         if not ask.can_ask():
@@ -163,13 +167,6 @@ async def answer_task(task: Any, *, ask: TerminalAsker, approve_all: bool,
 def end_line(console: Console) -> None:
     if not console.is_terminal:
         console.line()  # a redirected Live view ends without one
-
-
-def _named(value: Any, agent: str, task_id: str) -> Any:
-    """The interrupt's value, naming the background task's agent as a ``task`` child's does."""
-    if not isinstance(value, Mapping):
-        return value
-    return {**value, "subagent": {**(value.get("subagent") or {}), "agent_type": agent, "task_id": task_id}}
 
 
 def _live(tree: TaskTree, statuses: Collection[str]) -> list[Any]:

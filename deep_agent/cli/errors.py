@@ -13,6 +13,10 @@ from subagents.errors import SubagentsError, redact_url
 
 MAX_MESSAGE_CHARS = 2000
 
+# A failed request's exception class names what went wrong (httpx's and openai's: ConnectTimeout, ConnectError ...).
+SERVER_ERRORS = (("Timeout", "the model server at {url} did not answer in time (raise --timeout): {text}"),
+                 ("Connect", "cannot reach the model server at {url}: {text}"), ("", "{text} (request to {url})"))
+
 
 class UsageError(SubagentsError):
     """A command-line argument is wrong (a missing folder, an unreadable file ...): exit 2."""
@@ -41,14 +45,8 @@ def describe_error(exc: BaseException) -> str:
         text = with_hint(_text(exc)) or type(exc).__name__
         url = _url_tried(exc)
         names = {type(link).__name__ for link in _chain(exc)}
-        kind = next((kind for mark, kind in (("Timeout", "timeout"), ("Connect", "connection"))
-                     if any(mark in name for name in names)), None)
-        if url and kind == "timeout":
-            text = f"the model server at {url} did not answer in time (raise --timeout): {text}"
-        elif url and kind == "connection":
-            text = f"cannot reach the model server at {url}: {text}"
-        elif url:
-            text = f"{text} (request to {url})"
+        form = next(form for mark, form in SERVER_ERRORS if any(mark in name for name in names))
+        text = form.format(url=url, text=text) if url else text
         return printable(" ".join(redact_url(text).split())[:MAX_MESSAGE_CHARS])
     except Exception:  # noqa: BLE001 - the failure path never raises
         return type(exc).__name__

@@ -78,12 +78,10 @@ def fingerprint(files: Iterable[Path]) -> str:
         digest.update(str(path).encode() + b"\0")
         if os.path.isdir(path) and not os.path.islink(path):
             inner = sorted(Path(top, name) for top, _, names in os.walk(path) for name in names)
-            for count, file in enumerate(inner):
-                if count >= MAX_FINGERPRINT_FILES:
-                    digest.update(b"<more files>")
-                    break
+            for file in inner[:MAX_FINGERPRINT_FILES]:
                 digest.update(str(file.relative_to(path)).encode() + b"\0")
                 _hash_file(digest, file, follow=False)
+            digest.update(b"<more files>" if len(inner) > MAX_FINGERPRINT_FILES else b"")
         else:
             _hash_file(digest, path, follow=True)
         digest.update(b"\0")

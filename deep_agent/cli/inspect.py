@@ -38,7 +38,7 @@ def tasks_command(args: argparse.Namespace) -> int:
         raise UnknownTask("no thread given and none run here yet: deep-agent tasks THREAD")
     with open_checkpointer(state, args.db_url) as saver:
         rows = task_rows(read_thread(saver, thread))
-    if getattr(args, "format", "text") == "json":
+    if args.format == "json":
         print(tasks_json(thread, rows))
         return 0
     console = Console()

@@ -155,10 +155,9 @@ _relay_lock = threading.Lock()
 def relayed_stderr(console: Console) -> Iterator[None]:
     """While entered, lines written to fd 2 are printed through ``console`` (when both are terminals)."""
     global _relay
-    try:
+    usable = False
+    with contextlib.suppress(OSError, ValueError):
         usable = console.is_terminal and os.isatty(STDERR)
-    except (OSError, ValueError):
-        usable = False
     if not usable:
         yield
         return
@@ -200,10 +199,8 @@ class TaskTree:
         self._root_since = self.started
 
     def feed(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> None:
-        if mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_task":
-            self.event(chunk)
-        elif mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == "subagent_progress":
-            self.progress(chunk)
+        if mode == "custom" and isinstance(chunk, dict) and chunk.get("type") in ("subagent_task", "subagent_progress"):
+            (self.event if chunk["type"] == "subagent_task" else self.progress)(chunk)
         elif mode == "updates" and not namespace and isinstance(chunk, Mapping):
             for update in chunk.values():
                 for part in update if isinstance(update, list) else [update]:
@@ -274,7 +271,7 @@ class TaskTree:
         rows = {task_id: _event_row(task_id, event) for task_id, event in self.live.items()}
         rows.update({task_id: sync_row(record) for task_id, record in self.sync.items()})
         for task_id, record in self.background.items():
-            rows[task_id] = background_row({**record, **_live_background(task_id)})
+            rows[task_id] = background_row({**record, **live_background(task_id)})
         known = {r.tool_call_id for r in rows.values() if r.tool_call_id}
         for row in invalid_call_rows(self.messages, known):
             rows.setdefault(row.id, row)
@@ -315,10 +312,8 @@ class TaskTree:
         status = row.status
         cut = row.shown_status != status  # completed with a wrap-up's partial answer
         style, icon = ("yellow", "~") if cut else _LOOK.get(status, ("", "·"))
-        line = Text()
-        line.append(f"{icon} ", style=style)
         # Ids, names and errors can hold a child's text: escaped, so no escape sequence reaches the terminal.
-        line.append(printable(row.agent_type), style=self.colors.get(row.agent_type, style))
+        line = Text.assemble((f"{icon} ", style), (printable(row.agent_type), self.colors.get(row.agent_type, style)))
         kind = {"background": f" [background, {row.runner or 'local'}, attempt {row.attempt or 1}]",
                 "refused": " [refused]"}.get(row.kind, "")
         line.append(kind, style="cyan" if row.kind == "background" else "red")
@@ -378,23 +373,20 @@ def _end_pause(row: dict[str, Any], now: float) -> None:
 
 def _seconds(value: Any) -> float | None:
     """A time or duration from an event: a finite number, else unknown."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        return float(value) if math.isfinite(value) else None
-    except OverflowError:  # an int past any float
-        return None
+    with contextlib.suppress(OverflowError):  # an int past any float
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
 
 
-def _live_background(task_id: str) -> dict[str, Any]:
+def live_background(task_id: str) -> dict[str, Any]:
     """What this process knows now about a local background task (the ledger lags a turn)."""
-    try:
-        from subagents.background import known_task
+    from subagents.background import known_task
 
-        task = known_task(task_id)
-        return {**dict(task.fields), **task.usage()} if task is not None else {}
-    except Exception:  # noqa: BLE001 - a view never fails the run
-        return {}
+    with contextlib.suppress(Exception):  # a view never fails the run
+        if (task := known_task(task_id)) is not None:
+            return {**dict(task.fields), **task.usage()}
+    return {}
 
 
 def _valid_color(value: Any) -> bool:

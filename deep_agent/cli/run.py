@@ -1,10 +1,4 @@
-"""``deep-agent run``, ``demo`` and ``trust``: a real agent for the agent files you have.
-
-Example::
-
-    deep-agent run "Review src/ for unchecked errors" --model openai:gpt-4.1-mini
-    deep-agent run "Now fix the first one" --thread 5d1c...     # continue a conversation
-"""
+"""``deep-agent run``, ``demo`` and ``trust``: a real agent for the agent files you have (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -144,13 +138,11 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
     # the folder's (what trust hashes): a guard's script decides a call.
     workspace = workspace_of(args, state, [p for d in found.definitions.values()
                                            for p in files_run_by(d.value, Path.cwd(), outside=True)])
-    # The skill folders to read: the named ones, else the default ones that exist.
     levels = [[d for d in level if d.is_dir()] for level in default_levels(SKILL_DIRS, Path.cwd())]
     skills_dirs = list(args.skills_dirs or ()) or [level for level in levels if level]
     bash, bash_note = bash_setting(args)
-    untrusted = set() if args.agents_dirs else untrusted_agents(found, bool(getattr(args, "trust_folder", False)),
-                                                                 confined=bash not in (None, "unconfined"),
-                                                                 commands=commands)
+    untrusted = set() if args.agents_dirs else untrusted_agents(
+        found, args.trust_folder, confined=bash not in (None, "unconfined"), commands=commands)
     files = {d.value.name: d.path for d in found.definitions.values()}
     specs = [_tool_rules(spec, workspace, bash, files.get(spec.name, spec.name))
              for spec in found.values if spec.name not in untrusted]
@@ -181,8 +173,7 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
             sessions_dir=str(sessions), model_profiles=plan.profiles, unknown_model=args.unknown_model,
             deepagents_stack=False,  # its own sandboxed file tools, not deepagents' in-state ones
             risky_tools=RISKY_TOOLS, unknown_tools="ignore", prices=prices, skills_dirs=skills_dirs,
-            force_delegation=bool(getattr(args, "force_delegation", False)),
-            short_answer_threshold=getattr(args, "short_answer_threshold", None) or 0)
+            force_delegation=args.force_delegation, short_answer_threshold=args.short_answer_threshold or 0)
         return create_deep_agent(model, builtin_tools(workspace, bash=bash), subagents=specs, system_prompt=ROOT_PROMPT,
                                  checkpointer=checkpointer, permission_mode=args.permission_mode, background=True,
                                  budget=budget, settings=settings)
@@ -208,7 +199,7 @@ def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.N
     problems |= {path: message for path, message in usable_problems.items() if path not in problems}
     if not problems:
         return set(), []
-    if getattr(args, "strict_agents", False):
+    if args.strict_agents:
         lines = list(problems.values())
         raise SpecError(lines[0] if len(lines) == 1 else f"{len(lines)} invalid agent files:\n"
                         + "\n".join(f"  - {line}" for line in lines))
@@ -272,14 +263,9 @@ def _with_limits(profiles: dict[str, Any], args: argparse.Namespace) -> dict[str
     from deep_agent.model_choice import model_limits
 
     limits = model_limits(args.timeout, args.max_tokens, args.retries)
-    out: dict[str, Any] = {}
-    for name, value in profiles.items():
-        if isinstance(value, str) and ":" in value:
-            value = {"model": value, **limits}
-        elif isinstance(value, dict) and isinstance(value.get("model"), str):
-            value = {**limits, **value}
-        out[name] = value
-    return out
+    return {name: {"model": value, **limits} if isinstance(value, str) and ":" in value
+            else {**limits, **value} if isinstance(value, dict) and isinstance(value.get("model"), str) else value
+            for name, value in profiles.items()}
 
 
 def _tool_rules(spec: Any, workspace: Any, bash: Any, where: Any) -> Any:

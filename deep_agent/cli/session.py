@@ -22,7 +22,7 @@ from rich.text import Text
 
 from deep_agent.cli.approvals import TerminalAsker, decide, end_line, settle_background, unsettled
 from deep_agent.cli.errors import warnings_as_lines
-from deep_agent.cli.live_view import UNFINISHED, TaskTree, relayed_stderr, turn_waiting
+from deep_agent.cli.live_view import UNFINISHED, TaskTree, live_background, relayed_stderr, turn_waiting
 from deep_agent.cli.store import (
     TaskRow,
     check_thread_id,
@@ -76,8 +76,7 @@ def _cost(value: float, prices: Mapping[str, Any] | None) -> str:
 
 async def run_turns(setup: Any, prompts: list[str], args: argparse.Namespace, *, title: str,
                     console: Console) -> int:
-    thread_id = check_thread_id(getattr(args, "thread", None) or uuid.uuid4().hex,
-                                getattr(args, "db_url", None))
+    thread_id = check_thread_id(getattr(args, "thread", None) or uuid.uuid4().hex, args.db_url)  # demo: no --thread
     state = resolve_state_dir(args.state_dir)
     # No recursion limit of the CLI's own: max_root_turns ends a looping root with its message.
     config = {"configurable": {"thread_id": thread_id}}
@@ -149,17 +148,11 @@ async def _turn(agent: Any, config: dict[str, Any], prompt: str, setup: Any, tit
 
 async def _record_background(agent: Any, config: dict[str, Any], tree: TaskTree) -> None:
     """Write into the ledger what this process knows of the turn's background tasks that it does not."""
-    from subagents.background import known_task
-
     ledger = (await agent.aget_state(config)).values.get(ASYNC_LEDGER_KEY) or {}
     updates: dict[str, dict[str, Any]] = {}
     for task_id in tree.background:
-        task = known_task(task_id)
-        if task is None:
-            continue
         record = ledger.get(task_id) or {}
-        live = {**dict(task.fields), **task.usage()}
-        changed = {k: v for k, v in live.items() if k != "announced" and record.get(k) != v}
+        changed = {k: v for k, v in live_background(task_id).items() if k != "announced" and record.get(k) != v}
         if "status" in changed:
             changed["announced"] = False  # the parent is told how it ended, at its next turn
         if changed:
@@ -238,7 +231,7 @@ def cut_short_records(tree: TaskTree, thread_id: str, sessions: Path) -> dict[st
 def add_unseen_tasks(tree: TaskTree, thread_id: str, sessions: Path) -> None:
     """Put in the tree, as ``cancelled``, this turn's ``task`` calls that have a transcript and no row (a Ctrl-C
     as a child starts can end the stream before its events arrive). Never raises."""
-    try:
+    with contextlib.suppress(Exception):  # an unreadable folder or file: the tree keeps what it saw
         folder = jsonl_path(sessions, thread_id, "x").parent
         paths = list(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
         calls = _calls(tree)
@@ -257,8 +250,6 @@ def add_unseen_tasks(tree: TaskTree, thread_id: str, sessions: Path) -> None:
                 "input_tokens": sum(token_count(s.get("input_tokens")) for s in spent),
                 "output_tokens": sum(token_count(s.get("output_tokens")) for s in spent),
             }
-    except Exception:  # noqa: BLE001 - an unreadable folder or file: the tree keeps what it saw
-        return
 
 
 def _calls(tree: TaskTree) -> dict[Any, Any]:

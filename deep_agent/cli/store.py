@@ -15,7 +15,7 @@ import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import quote, urlsplit
@@ -25,6 +25,7 @@ from deep_agent.factory import saved_messages
 from middleware import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.errors import SubagentsError, UnknownTask
 from subagents.ledger import DataOnlySerializer, LedgerChannel, merge_async_records, merge_records, saved_value
+from subagents.plans import adrive, drive
 
 INSTALL_HINT = 'pip install "governed-subagents[postgres]" (langgraph-checkpoint-postgres and psycopg)'
 
@@ -50,36 +51,6 @@ def describe_url(db_url: str) -> str:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
-
-
-def _saver_class(db_url: str, *, aio: bool) -> Any:
-    if not db_url.startswith(("postgresql://", "postgres://")):
-        raise DatabaseError(db_url, "expected a postgresql:// URL")
-    try:
-        module = importlib.import_module("langgraph.checkpoint.postgres" + (".aio" if aio else ""))
-        return getattr(module, "AsyncPostgresSaver" if aio else "PostgresSaver")
-    except ImportError as exc:
-        raise DatabaseError(db_url, f"Postgres support is not installed ({_one_line(exc)}): {INSTALL_HINT}") from None
-
-
-def _connection_error(db_url: str, exc: Exception) -> DatabaseError:
-    return DatabaseError(db_url, f"cannot use the database: {_one_line(exc).replace(db_url, describe_url(db_url))}")
-
-
-@contextlib.contextmanager
-def open_postgres(db_url: str) -> Iterator[Any]:
-    """A ``PostgresSaver`` on ``db_url`` with its tables in place, reading its checkpoints as data."""
-    saver_class = _saver_class(db_url, aio=False)
-    import psycopg
-
-    with contextlib.ExitStack() as stack:
-        try:
-            saver = stack.enter_context(saver_class.from_conn_string(db_url))
-            saver.setup()
-        except psycopg.Error as exc:
-            raise _connection_error(db_url, exc) from None
-        saver.serde = DataOnlySerializer(describe_url(db_url))
-        yield saver
 
 
 DEFAULT_STATE_DIR = ".deep_agent"
@@ -213,43 +184,58 @@ def last_thread(state: Path) -> str | None:
         raise UnknownTask(f"{marker} does not hold a thread id: name one (deep-agent tasks THREAD)") from None
 
 
+def _opening(state: Path, db_url: str | None, *, aio: bool) -> Generator[Any, Any, Any]:
+    """Opening the checkpointer, as steps (a context to enter, else a call) a sync or an async driver takes."""
+    if db_url:
+        if not db_url.startswith(("postgresql://", "postgres://")):
+            raise DatabaseError(db_url, "expected a postgresql:// URL")
+        try:
+            import psycopg
+
+            module = importlib.import_module("langgraph.checkpoint.postgres" + (".aio" if aio else ""))
+            saver_class = getattr(module, "AsyncPostgresSaver" if aio else "PostgresSaver")
+        except ImportError as exc:
+            raise DatabaseError(db_url, f"Postgres support is not installed ({_one_line(exc)}): "
+                                        f"{INSTALL_HINT}") from None
+        try:
+            saver = yield saver_class.from_conn_string(db_url)
+            yield saver.setup  # its tables in place
+        except psycopg.Error as exc:
+            shown = _one_line(exc).replace(db_url, describe_url(db_url))
+            raise DatabaseError(db_url, f"cannot use the database: {shown}") from None
+        saver.serde = DataOnlySerializer(describe_url(db_url))
+        return saver
+    path = _checked_database(state, must_exist=not aio)  # a run (async) makes it; reading back needs it
+    uri = f"file:{quote(str(path))}?nofollow=1"  # SQLite refuses a symlink there (checked just before, too)
+    if aio:
+        import aiosqlite
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver as saver_class
+
+        conn = yield aiosqlite.connect(uri, uri=True)
+    else:
+        from langgraph.checkpoint.sqlite import SqliteSaver as saver_class
+
+        conn = yield contextlib.closing(sqlite3.connect(uri, uri=True, check_same_thread=False))
+    # The folder may be a stranger's checkout: its state is read as data, never as code.
+    return saver_class(conn, serde=DataOnlySerializer(str(path)))
+
+
 @contextlib.asynccontextmanager
 async def open_async_checkpointer(state: Path, db_url: str | None = None) -> AsyncIterator[Any]:
     """The checkpointer a ``run`` writes through."""
-    if db_url:
-        saver_class = _saver_class(db_url, aio=True)
-        import psycopg
+    async with contextlib.AsyncExitStack() as stack:
+        async def take(step: Any) -> Any:
+            return await (stack.enter_async_context(step) if hasattr(step, "__aenter__") else step())
 
-        async with contextlib.AsyncExitStack() as stack:
-            try:
-                saver = await stack.enter_async_context(saver_class.from_conn_string(db_url))
-                await saver.setup()
-            except psycopg.Error as exc:
-                raise _connection_error(db_url, exc) from None
-            saver.serde = DataOnlySerializer(describe_url(db_url))
-            yield saver
-        return
-    import aiosqlite
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-    path = _checked_database(state, must_exist=False)
-    async with aiosqlite.connect(_no_symlink_uri(path), uri=True) as conn:
-        yield AsyncSqliteSaver(conn, serde=DataOnlySerializer(str(path)))
+        yield await adrive(_opening(state, db_url, aio=True), take)
 
 
 @contextlib.contextmanager
 def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
     """A sync checkpointer for reading ledgers and transcripts back."""
-    if db_url:
-        with open_postgres(db_url) as saver:
-            yield saver
-        return
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    path = _checked_database(state, must_exist=True)
-    with contextlib.closing(sqlite3.connect(_no_symlink_uri(path), uri=True, check_same_thread=False)) as conn:
-        # The folder may be a stranger's checkout: its state is read as data, never as code.
-        yield SqliteSaver(conn, serde=DataOnlySerializer(str(path)))
+    with contextlib.ExitStack() as stack:
+        yield drive(_opening(state, db_url, aio=False),
+                    lambda step: stack.enter_context(step) if hasattr(step, "__enter__") else step())
 
 
 def _checked_database(state: Path, *, must_exist: bool) -> Path:
@@ -262,11 +248,6 @@ def _checked_database(state: Path, *, must_exist: bool) -> Path:
             if must_exist and file == path:
                 raise FileNotFoundError(f"no state at {path}: run `deep-agent run` (or `demo`) first") from None
     return path
-
-
-def _no_symlink_uri(path: Path) -> str:
-    """A SQLite URI for ``path`` that SQLite refuses to open through a symlink (checked just before, too)."""
-    return f"file:{quote(str(path))}?nofollow=1"
 
 
 def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
@@ -468,9 +449,8 @@ def _refused(call_id: str | None, args: Mapping[str, Any], error: str) -> TaskRo
 
 
 def _text(message: Any) -> str:
-    try:
+    with contextlib.suppress(Exception):  # a reply with odd content still names the failure
         return str(message.text)
-    except Exception:  # noqa: BLE001 - a reply with odd content still names the failure
-        return str(getattr(message, "content", ""))
+    return str(getattr(message, "content", ""))
 
 

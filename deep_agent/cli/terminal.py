@@ -66,9 +66,7 @@ def preview(value: Any) -> Any:
             return value
         if isinstance(value, int):  # a long one reads as text: a huge int's str() is slow or refused
             return value if abs(value) < 10**18 else safe_text(f"{value:e}", MAX_STRING)
-        if isinstance(value, str):
-            return safe_text(value, MAX_STRING)
-        if not isinstance(value, (Mapping, list, tuple, set, frozenset)):
+        if not isinstance(value, (Mapping, list, tuple, set, frozenset)):  # a string, or any other object
             return safe_text(value, MAX_STRING)
         if depth >= MAX_DEPTH:
             return "... [nested too deep to show]"
@@ -90,15 +88,11 @@ def preview(value: Any) -> Any:
 
 def discard_typed_ahead(stdin: Any) -> None:
     """Drop what was typed before a prompt: a ``y`` typed early must not answer a question not yet shown."""
-    try:
+    with contextlib.suppress(Exception):  # no termios (Windows), not a terminal, or closed
         import termios
-    except ImportError:
-        return
-    try:
+
         if stdin is not None and stdin.isatty():
             termios.tcflush(stdin.fileno(), termios.TCIFLUSH)
-    except (termios.error, OSError, ValueError, AttributeError):  # not a terminal, or closed
-        return
 
 
 class TypedLines:

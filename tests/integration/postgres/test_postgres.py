@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -129,12 +130,12 @@ def test_an_unreachable_database_is_one_line_that_never_shows_the_password(tmp_p
 
 
 def test_a_database_url_is_described_without_its_password_and_other_schemes_are_refused():
-    from deep_agent.cli.store import DatabaseError, describe_url, open_postgres
+    from deep_agent.cli.store import DatabaseError, describe_url, open_checkpointer
 
     url = "postgresql://me:pw@db.example:6543/agents?sslmode=require"
     assert describe_url(url) == "postgresql://me@db.example:6543/agents"
     with pytest.raises(DatabaseError, match=r"^--db mysql://me@h:5432/db: expected a postgresql:// URL$"):
-        with open_postgres("mysql://me:pw@h/db"):
+        with open_checkpointer(Path("unused"), "mysql://me:pw@h/db"):
             pass
 
 
