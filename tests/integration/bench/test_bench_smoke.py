@@ -203,17 +203,17 @@ def test_the_knockout_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
 
 def test_each_knockout_level_takes_off_what_it_names_and_the_patches_are_undone() -> None:
     """The knock-out is an instrument: a level that silently kept its part would make its figure a lie."""
-    import middleware.task_tool as task_tool
+    import middleware.subagents as delegating
     from bench import knockout, overhead
     from subagents.runner import Delegation
 
-    original = (Delegation.configure, Delegation.open_transcript, task_tool.outcome_command)
+    original = (Delegation.configure, Delegation.open_transcript, delegating.outcome_command)
     agent = overhead._agents()["ours"]
     seen: dict[str, dict[str, Any]] = {}
     replies: dict[str, Any] = {}
     configure = Delegation.configure
     with knockout._switchable() as switch:
-        patched, command = Delegation.configure, task_tool.outcome_command
+        patched, command = Delegation.configure, delegating.outcome_command
 
         def spy(self: Any, spec: Any, **kwargs: Any) -> None:
             patched(self, spec, **kwargs)
@@ -224,7 +224,7 @@ def test_each_knockout_level_takes_off_what_it_names_and_the_patches_are_undone(
             return reply
 
         Delegation.configure = spy  # type: ignore[method-assign]
-        task_tool.outcome_command = reply_spy
+        delegating.outcome_command = reply_spy
         try:
             states = {}
             for level in knockout.LEVELS:
@@ -232,8 +232,8 @@ def test_each_knockout_level_takes_off_what_it_names_and_the_patches_are_undone(
                 states[level] = agent.invoke(overhead.DELEGATE)
         finally:
             Delegation.configure = patched  # type: ignore[method-assign]
-            task_tool.outcome_command = command
-    assert (Delegation.configure, Delegation.open_transcript, task_tool.outcome_command) == original
+            delegating.outcome_command = command
+    assert (Delegation.configure, Delegation.open_transcript, delegating.outcome_command) == original
     assert configure is original[0]
     for level, state in states.items():  # every level still delegates and answers
         (answer,) = [m for m in state["messages"] if m.type == "tool"]
