@@ -64,6 +64,7 @@ from subagents.errors import (
     safe_text,
 )
 from subagents.metering import (
+    COUNTS,
     MIN_TOKEN_SCALE,
     Budget,
     PriceTable,
@@ -89,6 +90,7 @@ from subagents.outcome import (
     merge_continuation,
     task_id_for,
 )
+from subagents.plans import adrive, drive
 from subagents.registry import (
     DYNAMIC_SUBAGENTS_KEY,
     SubagentRegistry,
@@ -544,8 +546,7 @@ class Delegation:
         saved = None if saver is None else saver.get_tuple({CONF: {"thread_id": key, "checkpoint_ns": self.namespace}})
         if saved is None:  # a first segment: nothing spent yet
             return {}
-        figures = ("model_calls", "input_tokens", "output_tokens", "charged_input_tokens", "charged_output_tokens")
-        spent: dict[str, Any] = {**dict.fromkeys(figures, 0), "cost_usd": 0.0, "priced_as": []}
+        spent: dict[str, Any] = {**dict.fromkeys(COUNTS, 0), "cost_usd": 0.0, "priced_as": []}
         prices = self.meter.prices if self.meter is not None else None
         messages = child_messages(saver, saved)
         prompt = estimate_tokens(messages[:given])
@@ -559,7 +560,7 @@ class Delegation:
                 # Its reply's name, if priced; else (renamed, a deployment, none) the dearest: never charged less.
                 price = call_price(prices, message.response_metadata.get("model_name")) or max(
                     (prices or {}).items(), key=lambda item: sum(item[1]), default=None)
-                for name, value in zip(figures, (1, reported_in, reported_out, charged_in, charged_out), strict=True):
+                for name, value in zip(COUNTS, (1, reported_in, reported_out, charged_in, charged_out), strict=True):
                     spent[name] += value
                 spent["cost_usd"] += cost_at(price, charged_in, charged_out)
                 spent["priced_as"] += [price[0]] if price else []
@@ -795,32 +796,15 @@ class TaskRunner:
         if isinstance(prepared, TaskOutcome):
             return prepared
         with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, self.limit.acquire()):
-            plan = self._plan(prepared, KeyboardInterrupt)
-            step = _send(plan, None)
-            while not isinstance(step, TaskOutcome):
-                try:
-                    value = invoke_with_deadline(prepared, step)
-                except BaseException as exc:  # noqa: BLE001 - the plan decides
-                    step = _send(plan, self._stopping(exc, KeyboardInterrupt), throw=True)
-                else:
-                    step = _send(plan, value)
-            return step
+            return drive(self._plan(prepared, KeyboardInterrupt), lambda step: invoke_with_deadline(prepared, step))
 
     async def arun(self, call: TaskCall) -> TaskOutcome:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
         with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, await self.limit.aacquire()):
-            plan = self._plan(prepared, asyncio.CancelledError)
-            step = _send(plan, None)
-            while not isinstance(step, TaskOutcome):
-                try:
-                    value = await ainvoke_with_deadline(prepared, step)
-                except BaseException as exc:  # noqa: BLE001 - the plan decides
-                    step = _send(plan, self._stopping(exc, asyncio.CancelledError), throw=True)
-                else:
-                    step = _send(plan, value)
-            return step
+            return await adrive(self._plan(prepared, asyncio.CancelledError),
+                                lambda step: ainvoke_with_deadline(prepared, step))
 
     def _refused_for_budget(self, run: Delegation) -> TaskOutcome | None:
         """A spent budget refuses a delegation: as it is prepared, and again once it has its place."""
@@ -828,16 +812,17 @@ class TaskRunner:
             return self._refuse(run, f"{spent}; no new delegations can start", "budget")
         return None
 
-    def _stopping(self, exc: BaseException, cancellation: type[BaseException]) -> BaseException:
-        """A child's end once Ctrl-C was pressed is real cancellation: the task is ``cancelled``, not failed. A
+    def _child(self, step: ChildStep, cancellation: type[BaseException]) -> Generator[ChildStep, Any, Any]:
+        """One run of the child. Its end once Ctrl-C was pressed is real cancellation (the task is ``cancelled``); a
         ``KeyboardInterrupt`` no Ctrl-C raised (:func:`is_ctrl_c`) is the child's failure, as its ``sys.exit`` is."""
-        if issubclass(type(exc), KeyboardInterrupt) and not is_ctrl_c():
-            failed = ChildExit(exc)
-            failed.__cause__ = exc
-            return failed
-        if self.in_flight is not None and not is_real_cancellation(exc) and stop_requested():
-            return cancellation()
-        return exc
+        try:
+            return (yield step)
+        except BaseException as exc:
+            if issubclass(type(exc), KeyboardInterrupt) and not is_ctrl_c():
+                raise ChildExit(exc) from exc
+            if self.in_flight is not None and not is_real_cancellation(exc) and stop_requested():
+                raise cancellation()  # noqa: B904 - chained as the child's end, as LangGraph's own are
+            raise
 
     @staticmethod
     @contextlib.contextmanager
@@ -857,7 +842,7 @@ class TaskRunner:
             raise cancellation()
         run.begin()
         try:
-            result = yield run.own_input
+            result = yield from self._child(run.own_input, cancellation)
             if run.meter is not None and (stop := run.meter.stopped_by) is not None:
                 # The child ended normally after a limit stopped it: a middleware of its own caught the stop.
                 messages = result.get("messages") if isinstance(result, Mapping) else None
@@ -873,7 +858,7 @@ class TaskRunner:
             answer, follow_up = read.answer, read.follow_up
             if follow_up is not None:
                 try:
-                    second = yield follow_up
+                    second = yield from self._child(follow_up, cancellation)
                     if run.meter is not None and (stop := run.meter.stopped_by) is not None:
                         # A limit stopped the request and a middleware of the child's answered in its place.
                         raise stop
@@ -1143,11 +1128,4 @@ def _restore_then_interrupt(signum: int, frame: Any) -> None:
     with contextlib.suppress(ValueError, OSError):  # the run ends with this interrupt: nothing to wrap after it
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.default_int_handler(signum, frame)
-
-
-def _send(plan: Generator[Any, Any, TaskOutcome], value: Any, *, throw: bool = False) -> Any:
-    try:
-        return plan.throw(value) if throw else plan.send(value)
-    except StopIteration as stop:
-        return stop.value
 
