@@ -9,7 +9,6 @@ later calls are free. Mechanisms: ``"tool_choice"`` names ``task``; ``"required"
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import urllib.error
@@ -178,23 +177,15 @@ class ForcedDelegation:
         offered = any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
         return offered and is_first_call_of_turn(request.messages)
 
-    def call(self, request: ModelRequest[ContextT],
-             handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]) -> ModelCallResult[ResponseT]:
+    def plan(self, request: ModelRequest[ContextT]
+             ) -> Generator[Any, ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
+        """The parent's model call, forced where it :meth:`applies` (a plan for :mod:`subagents.plans`; a step that
+        is a function is work to do off the event loop)."""
         if not self.applies(request):
-            return handler(request)
-        self.probe(request)
-        return drive(self._plan(request), handler)
-
-    async def acall(self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]],
-                    Awaitable[ModelResponse[ResponseT]]]) -> ModelCallResult[ResponseT]:
-        if not self.applies(request):
-            return await handler(request)
+            return (yield request)
         if self.setting.mechanism == "auto" and self.detected is None and probe_pending(request.model):
-            await asyncio.to_thread(self.probe, request)  # the first use of a server asks it over HTTP
-        return await adrive(self._plan(request), handler)
-
-    def _plan(self, request: ModelRequest[ContextT]
-              ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
+            yield lambda: self.probe(request)  # the first use of a server asks it over HTTP
+        self.probe(request)
         mechanism = self.detected or self.setting.mechanism
         wasted: ModelCallResult[ResponseT] | None = None
         response: ModelCallResult[ResponseT] | None

@@ -25,7 +25,6 @@ from middleware.limits import last_ai
 from subagents.errors import BudgetExceeded, SpecError
 from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools, run_meter_in
 from subagents.outcome import limit_stop, stopped_by_limit
-from subagents.plans import adrive, drive
 from subagents.settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
 
 COUNT_KEY = "run_model_call_count"
@@ -115,23 +114,16 @@ class RootBudget:
         meter = run_meter_in(get_config(), self.budget)  # the tool node's: the run's meter is inherited there
         return contextlib.nullcontext() if meter is None else metered_in_tools(meter)
 
-    def call(self, request: ModelRequest[ContextT],
-             handler: Callable[[ModelRequest[ContextT]], ModelCallResult[ResponseT]]) -> ModelCallResult[ResponseT]:
-        return drive(self._plan(request), handler)
-
-    async def acall(self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]],
-                    Awaitable[ModelCallResult[ResponseT]]]) -> ModelCallResult[ResponseT]:
-        return await adrive(self._plan(request), handler)
-
-    def _plan(self, request: ModelRequest[ContextT]
-              ) -> Generator[ModelRequest[ContextT], ModelCallResult[ResponseT], ModelCallResult[ResponseT]]:
+    def plan(self, request: ModelRequest[ContextT], then: Callable[[ModelRequest[ContextT]], Generator[
+             Any, Any, ModelCallResult[ResponseT]]]) -> Generator[Any, Any, ModelCallResult[ResponseT]]:
+        """The root's model call, made by ``then``'s plan, under the budget (a plan for :mod:`subagents.plans`)."""
         if (stop := self._no_call(request)) is not None:
             return stop
         if self.budget.spent_error(foreseen=True) is None:
             with self._metered(refuses=True):
-                return (yield request)
+                return (yield from then(request))
         with self._metered(refuses=False) as meter:
-            return self._ended((yield request.override(tools=[], tool_choice=None)))
+            return self._ended((yield from then(request.override(tools=[], tool_choice=None))))
         return self._ended(None, str(meter.stopped_by))  # no price for the model: not even the last call counts
 
     def _no_call(self, request: ModelRequest[ContextT]) -> AIMessage | None:
