@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,7 +34,7 @@ from subagents.boundary import with_prompt_block
 from subagents.errors import InvalidArgumentType, SpecError, StopReason, ToolCallsUnsupported
 from subagents.metering import token_count
 from subagents.outcome import refused_record, task_id_for
-from subagents.plans import adrive, drive
+from subagents.plans import ModelCallPlan
 from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
 START_TOOL_NAME = "start_async_task"  # a background start: a delegation, counted as task's calls are
@@ -350,7 +350,7 @@ TOOL_KEY = "tool"
 ARGUMENTS_KEY = "arguments"
 
 
-class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
+class ForceToolUse(ModelCallPlan, AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
     """The first model call of each turn calls one of ``tools`` (all offered tools by default).
 
     Args:
@@ -376,18 +376,8 @@ class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
             and all(isinstance(m, ToolMessage) for m in turn[1:])
         return {"jump_to": "end"} if answered else None
 
-    def wrap_model_call(self, request: ModelRequest[ContextT],
-                        handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
-                        ) -> ModelCallResult[ResponseT]:
-        return drive(self._plan(request), handler)
-
-    async def awrap_model_call(self, request: ModelRequest[ContextT],
-                               handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]]
-                               ) -> ModelCallResult[ResponseT]:
-        return await adrive(self._plan(request), handler)
-
-    def _plan(self, request: ModelRequest[ContextT]
-              ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
+    def model_plan(self, request: ModelRequest[ContextT]
+                   ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
         first = is_first_call_of_turn(request.messages)
         specs = [convert_to_openai_tool(t)["function"] for t in request.tools] if first else []
         if not (specs := [s for s in specs if self.only is None or s["name"] in self.only]):

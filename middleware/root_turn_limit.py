@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Awaitable, Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Annotated, Any, NotRequired, TypeVar
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -25,6 +25,7 @@ from middleware.limits import last_ai
 from subagents.errors import BudgetExceeded, SpecError
 from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools, run_meter_in
 from subagents.outcome import limit_stop, stopped_by_limit
+from subagents.plans import ModelCallPlan
 from subagents.settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
 
 COUNT_KEY = "run_model_call_count"
@@ -36,7 +37,7 @@ class RootTurnLimitState(AgentState[ResponseT]):
     run_model_call_count: NotRequired[Annotated[int, UntrackedValue, PrivateStateAttr]]
 
 
-class RootTurnLimit(AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
+class RootTurnLimit(ModelCallPlan, AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
     """Ends the root's run, with a final AI message saying why, once it has made ``max_root_turns`` model calls.
 
     Counted per ``invoke`` and per resume; a call an outer middleware retries counts once. The call past the
@@ -53,19 +54,10 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
         self.max_root_turns = max_root_turns
         self.agent_name = name
 
-    def wrap_model_call(
-        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
-    ) -> ModelCallResult[ResponseT]:
+    def model_plan(self, request: ModelRequest[ContextT]
+                   ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
         made = _made(request)
-        return self._stopped() if made >= self.max_root_turns else _counted(handler(request), made)
-
-    async def awrap_model_call(
-        self,
-        request: ModelRequest[ContextT],
-        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
-    ) -> ModelCallResult[ResponseT]:
-        made = _made(request)
-        return self._stopped() if made >= self.max_root_turns else _counted(await handler(request), made)
+        return self._stopped() if made >= self.max_root_turns else _counted((yield request), made)
 
     def _stopped(self) -> AIMessage:
         # Marked as the limit's, so a blocking Stop hook does not send the run back to a refused call.

@@ -15,7 +15,7 @@ import numbers
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
 from typing import Annotated, Any, Literal, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -42,6 +42,7 @@ from subagents.errors import (
     from_signal_handler,
     is_ctrl_c,
 )
+from subagents.plans import ModelCallPlan
 from subagents.roles import ChildPolicy
 from subagents.transcripts import TranscriptSink
 
@@ -1211,24 +1212,16 @@ def cut_short_note(stop: SubagentError) -> str:
             "given on its last call, without tools. It may be incomplete.]")
 
 
-class WrapUp(AgentMiddleware):
+class WrapUp(ModelCallPlan, AgentMiddleware):
     """Limits end a task with an answer: in every built child with tools, the limits line from its second call on;
     on the last call a limit allows (:meth:`TaskMeter.last_call`), no tools, :data:`WRAP_UP_PROMPT` added and the
     reply's tool calls dropped (the task is ``partial``). Budgets keep room for this wrap-up."""
 
     child_policy = ChildPolicy(model_call_only=True, keeps_model=True)
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelResponse[Any]:
+    def model_plan(self, request: ModelRequest[Any]) -> Generator[Any, ModelResponse[Any], ModelResponse[Any]]:
         request, wrapping = _wrap_up(request)
-        return wrapping if isinstance(wrapping, ModelResponse) else _noted(handler(request), wrapping)
-
-    async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelResponse[Any]:
-        request, wrapping = _wrap_up(request)
-        return wrapping if isinstance(wrapping, ModelResponse) else _noted(await handler(request), wrapping)
+        return wrapping if isinstance(wrapping, ModelResponse) else _noted((yield request), wrapping)
 
 
 def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | ModelResponse[Any]]:
