@@ -189,32 +189,14 @@ class ConcurrencyLimit:
 
     def acquire(self) -> Slot:
         """Wait on this thread for a place."""
-        taken = self._take_or_queue(None)
-        if isinstance(taken, Slot):
-            return taken
-        assert taken.event is not None
-        try:
-            taken.event.wait()
-        except BaseException:  # Ctrl-C while waiting: leave the queue, or pass on a place just given
-            self._abandon(taken)
-            raise
-        return Slot(self)
+        return drive(self._place(None), lambda event: event.wait())
 
     async def aacquire(self) -> Slot:
         """Wait on the running event loop for a place (the same count as threads and other loops)."""
-        taken = self._take_or_queue(asyncio.get_running_loop())
-        if isinstance(taken, Slot):
-            return taken
-        assert taken.future is not None
-        try:
-            await taken.future
-        except BaseException:
-            self._abandon(taken)
-            raise
-        return Slot(self)
+        return await adrive(self._place(asyncio.get_running_loop()), lambda future: future)
 
-    def _take_or_queue(self, loop: asyncio.AbstractEventLoop | None) -> Slot | _Waiter:
-        """A place now, or a waiter in the queue (a thread's without ``loop``, else a coroutine's on it)."""
+    def _place(self, loop: asyncio.AbstractEventLoop | None) -> Generator[Any, Any, Slot]:
+        """A place now, or once the waiter queued (a thread's event without ``loop``, else a future on it) is woken."""
         if self.limit is None:
             return NO_CAP
         with self._lock:
@@ -223,7 +205,12 @@ class ConcurrencyLimit:
                 return Slot(self)
             waiter = _Waiter(loop)
             self._waiting.append(waiter)
-        return waiter
+        try:
+            yield waiter.event or waiter.future
+        except BaseException:  # Ctrl-C or cancellation while waiting: leave the queue, or pass on a place just given
+            self._abandon(waiter)
+            raise
+        return Slot(self)
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[Slot]:
