@@ -56,27 +56,17 @@ class RootTurnLimit(ModelCallPlan, AgentMiddleware[RootTurnLimitState, ContextT,
 
     def model_plan(self, request: ModelRequest[ContextT]
                    ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
-        made = _made(request)
-        return self._stopped() if made >= self.max_root_turns else _counted((yield request), made)
-
-    def _stopped(self) -> AIMessage:
-        # Marked as the limit's, so a blocking Stop hook does not send the run back to a refused call.
-        return limit_stop(
-            f"Stopped: this run reached max_root_turns={self.max_root_turns} model calls of the agent "
-            "without a final answer. Ask again with a narrower request, or raise max_root_turns.",
-            "max_root_turns", self.agent_name)
-
-
-def _made(request: ModelRequest[ContextT]) -> int:
-    # A caller's Command(update=...) can write it too: a negative count (or none) would buy calls past the
-    # limit, so it reads as none made yet.
-    made = (request.state or {}).get(COUNT_KEY)
-    return max(made, 0) if isinstance(made, int) and not isinstance(made, bool) else 0
-
-
-def _counted(response: ModelResponse[ResponseT], made: int) -> ExtendedModelResponse[ResponseT]:
-    """The model's reply, with this call counted in the run's state (LangChain applies the update)."""
-    return ExtendedModelResponse(model_response=response, command=Command(update={COUNT_KEY: made + 1}))
+        # A caller's Command(update=...) can write the count too: a negative count (or none) would buy calls past
+        # the limit, so it reads as none made yet.
+        made = (request.state or {}).get(COUNT_KEY)
+        made = max(made, 0) if isinstance(made, int) and not isinstance(made, bool) else 0
+        if made >= self.max_root_turns:  # marked as the limit's: a blocking Stop hook does not send the run back
+            return limit_stop(
+                f"Stopped: this run reached max_root_turns={self.max_root_turns} model calls of the agent "
+                "without a final answer. Ask again with a narrower request, or raise max_root_turns.",
+                "max_root_turns", self.agent_name)
+        # The model's reply, with this call counted in the run's state (LangChain applies the update).
+        return ExtendedModelResponse(model_response=(yield request), command=Command(update={COUNT_KEY: made + 1}))
 
 
 GraphT = TypeVar("GraphT", bound="Pregel[Any, Any, Any, Any]")

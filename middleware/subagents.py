@@ -281,20 +281,6 @@ class SubAgentMiddleware(AgentMiddleware):
         update["messages"] = with_answers(messages, answers)
         return request.override(messages=with_answers(request.messages, answers)[1:]), update
 
-    def _prepared(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall],
-                  saved: Sequence[CheckpointTuple]) -> tuple[ModelRequest[ContextT], dict[str, Any], bool]:
-        """The request with open calls answered, the cap applied and the prompt block added; the state update;
-        whether its server should be asked if it parses tool calls (unforced, ``task`` offered, a served model)."""
-        request, update = self._at_start(request, calls, saved)
-        self.parent_model.observe(request)
-        if self.delegation_limit is not None:
-            request = self.delegation_limit.withdrawn_when_exhausted(request)
-        block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
-        # Served: the model may call ``task`` here (a limit may have withdrawn it) and its server could say it cannot.
-        served = self.forced is None and _names_a_server(request.model) and \
-            any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
-        return with_prompt_block(request, block), update, served
-
     @property
     def _tool_names(self) -> tuple[str, ...]:
         return (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
@@ -323,8 +309,16 @@ class SubAgentMiddleware(AgentMiddleware):
 
     def _call_plan(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall], saved: Sequence[CheckpointTuple],
                    watch: bool) -> Generator[Any, Any, ModelCallResult[ResponseT]]:
-        request, update, served = self._prepared(request, calls, saved)
-        if served:
+        """The request with open calls answered, the cap applied and the prompt block added, sent."""
+        request, update = self._at_start(request, calls, saved)
+        self.parent_model.observe(request)
+        if self.delegation_limit is not None:
+            request = self.delegation_limit.withdrawn_when_exhausted(request)
+        block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
+        request = with_prompt_block(request, block)
+        # Served: the model may call ``task`` here (a limit may have withdrawn it) and its server could say it cannot.
+        if self.forced is None and _names_a_server(request.model) and \
+                any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools):
             if probe_pending(request.model):  # the first use of a server asks it over HTTP
                 yield lambda: tool_calls_supported(request.model)
             warn_if_no_tool_calls(request.model)
