@@ -1220,42 +1220,34 @@ class WrapUp(ModelCallPlan, AgentMiddleware):
     child_policy = ChildPolicy(model_call_only=True, keeps_model=True)
 
     def model_plan(self, request: ModelRequest[Any]) -> Generator[Any, ModelResponse[Any], ModelResponse[Any]]:
-        request, wrapping = _wrap_up(request)
-        return wrapping if isinstance(wrapping, ModelResponse) else _noted((yield request), wrapping)
-
-
-def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | ModelResponse[Any]]:
-    """The request with the limits line, the wrap-up's on the last call a limit allows (``True``), or with
-    ``max_turns`` reached, the reply that ends the task."""
-    meter = task_meter()
-    # Not run by the runner, wrap-ups off, or no tools to take away: each call could be the answer already.
-    if meter is None or meter.wrap_up in (None, False) or not request.tools:
-        return request, False
-    # Not on the first call: a small model's first tool arguments change with any line more.
-    line = meter.limits_line() if meter.model_calls else ""
-    request = with_prompt_block(request, line)
-    # Estimated as the meter will, only under a token or dollar limit.
-    estimate = 0
-    if meter.max_tokens is not None or meter.max_usd is not None or meter.budget is not None:
-        extras = meter.extras_estimate
-        if extras is None:  # the first call: its tool schemas, as TaskMeter._sent counts them
-            schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
-            extras = prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
-        estimate = estimate_tokens([request.system_message, *request.messages]) + extras
-    name = getattr(request.model, "model_name", None) or getattr(request.model, "model", None)
-    stop = meter.last_call(estimate, name if isinstance(name, str) and name else None)
-    if stop is None:
-        return request, False
-    if isinstance(stop, MaxTurnsReached) and meter.model_calls >= stop.max_turns and meter.wrapped_up is None:
-        # Other calls (a tool's or a middleware's, metered as the child's) took the turns left: the task ends on its
-        # last answer (none: the limit's error) as the wrap-up's, so a later call (a hook's jump back) is refused.
-        meter.wrapped_up, meter._wrap_up_sent = stop, True
-        said = next((m.text for m in reversed(request.messages) if isinstance(m, AIMessage) and m.text), "")
-        return request, ModelResponse(result=[AIMessage(content=said)])
-    meter.wrapped_up, meter.said = stop, ""  # said from now on: the wrap-up's answer, or none
-    # Last, as a user's turn: a small model heeds the end of its prompt, not a system line far above.
-    return request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],
-                            tool_choice=None), True
+        meter = task_meter()
+        # Not run by the runner, wrap-ups off, or no tools to take away: each call could be the answer already.
+        if meter is None or meter.wrap_up in (None, False) or not request.tools:
+            return _noted((yield request), False)
+        # Not on the first call: a small model's first tool arguments change with any line more.
+        request = with_prompt_block(request, meter.limits_line() if meter.model_calls else "")
+        # Estimated as the meter will, only under a token or dollar limit.
+        estimate = 0
+        if meter.max_tokens is not None or meter.max_usd is not None or meter.budget is not None:
+            extras = meter.extras_estimate
+            if extras is None:  # the first call: its tool schemas, as TaskMeter._sent counts them
+                schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
+                extras = prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
+            estimate = estimate_tokens([request.system_message, *request.messages]) + extras
+        name = getattr(request.model, "model_name", None) or getattr(request.model, "model", None)
+        stop = meter.last_call(estimate, name if isinstance(name, str) and name else None)
+        if stop is None:
+            return _noted((yield request), False)
+        if isinstance(stop, MaxTurnsReached) and meter.model_calls >= stop.max_turns and meter.wrapped_up is None:
+            # Other calls (a tool's, a middleware's, metered as the child's) took the turns left: the task ends on
+            # its last answer (none: the limit's error) as the wrap-up's, so a later call (a hook's jump) is refused.
+            meter.wrapped_up, meter._wrap_up_sent = stop, True
+            said = next((m.text for m in reversed(request.messages) if isinstance(m, AIMessage) and m.text), "")
+            return ModelResponse(result=[AIMessage(content=said)])
+        meter.wrapped_up, meter.said = stop, ""  # said from now on: the wrap-up's answer, or none
+        # Last, as a user's turn: a small model heeds the end of its prompt, not a system line far above.
+        return _noted((yield request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],
+                                              tool_choice=None)), True)
 
 
 @functools.cache
