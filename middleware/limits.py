@@ -183,9 +183,12 @@ class ForcedDelegation:
         is a function is work to do off the event loop)."""
         if not self.applies(request):
             return (yield request)
-        if self.setting.mechanism == "auto" and self.detected is None and probe_pending(request.model):
-            yield lambda: self.probe(request)  # the first use of a server asks it over HTTP
-        self.probe(request)
+        # In ``auto`` mode, a server that says it parses no tool calls gets ``response_format`` at once.
+        if self.setting.mechanism == "auto" and self.detected is None:
+            if probe_pending(request.model):
+                yield lambda: tool_calls_supported(request.model)  # the first use of a server asks it over HTTP
+            if tool_calls_supported(request.model) is False:
+                self.detected = "response_format"
         mechanism = self.detected or self.setting.mechanism
         wasted: ModelCallResult[ResponseT] | None = None
         response: ModelCallResult[ResponseT] | None
@@ -207,11 +210,6 @@ class ForcedDelegation:
         prompt = VERBATIM_CALL_PROMPT if self.setting.description == "verbatim" else FORCED_CALL_PROMPT
         response = yield from ask_json(request, prompt, TASK_TOOL_NAME, self._schema())
         return with_usage_of(self._described(as_task_call(response), request), wasted)
-
-    def probe(self, request: ModelRequest[ContextT]) -> None:
-        """In ``auto`` mode, a server that says it parses no tool calls gets ``response_format`` at once."""
-        if self.setting.mechanism == "auto" and self.detected is None and tool_calls_supported(request.model) is False:
-            self.detected = "response_format"
 
     def _described(self, response: ModelCallResult[ResponseT], request: ModelRequest[ContextT]
                    ) -> ModelCallResult[ResponseT]:

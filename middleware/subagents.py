@@ -208,27 +208,25 @@ class SubAgentMiddleware(AgentMiddleware):
         base = TaskToolInputWithSchema if self.structured_results else TaskToolInput
         writes = self._writes
 
-        def task(description: str, subagent_type: str, runtime: ToolRuntime,
-                 output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-            call = self._call(description, subagent_type, runtime, output_schema)
+        def plan(runtime: ToolRuntime, call: TaskCall) -> Generator[Any, Any, Command]:  # type: ignore[type-arg]
+            """Each step: a function, its async twin, their arguments."""
             try:
-                outcome = self._refused(call) or self.runner.run(call)
+                outcome = self._refused(call) or (yield self.runner.run, self.runner.arun, call)
             except GraphBubbleUp:
                 raise
             except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
                 outcome = _crashed(call, exc)
-            return outcome_command(runtime, outcome, writes, writes.stored(runtime, outcome))
+            return outcome_command(runtime, outcome, writes, (yield writes.stored, writes.astored, runtime, outcome))
+
+        def task(description: str, subagent_type: str, runtime: ToolRuntime,
+                 output_schema: Any = None) -> Command:  # type: ignore[type-arg]
+            return drive(plan(runtime, self._call(description, subagent_type, runtime, output_schema)),
+                         lambda step: step[0](*step[2:]))
 
         async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
                         output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-            call = self._call(description, subagent_type, runtime, output_schema)
-            try:
-                outcome = self._refused(call) or await self.runner.arun(call)
-            except GraphBubbleUp:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
-                outcome = _crashed(call, exc)
-            return outcome_command(runtime, outcome, writes, await writes.astored(runtime, outcome))
+            return await adrive(plan(runtime, self._call(description, subagent_type, runtime, output_schema)),
+                                lambda step: step[1](*step[2:]))
 
         return delegation_tool(task, atask, TASK_TOOL_NAME, self.task_description,
                                task_args_schema(self.registry.names, base=base) if self._name_enum else base)
