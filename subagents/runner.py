@@ -139,6 +139,12 @@ class Slot:
         if last:
             self._limit._give_back()
 
+    def __enter__(self) -> Slot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
 
 NO_CAP = Slot(None)  # the slot handed out when there is no cap: sharing and releasing it cost nothing
 
@@ -212,21 +218,12 @@ class ConcurrencyLimit:
             raise
         return Slot(self)
 
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[Slot]:
-        slot = self.acquire()
-        try:
-            yield slot
-        finally:
-            slot.release()
+    hold = acquire  # ``with limit.hold():`` (a slot is released as its block ends)
 
     @contextlib.asynccontextmanager
     async def ahold(self) -> AsyncIterator[Slot]:
-        slot = await self.aacquire()
-        try:
+        with await self.aacquire() as slot:
             yield slot
-        finally:
-            slot.release()
 
     def _give_back(self) -> None:
         """A place is free: hand it to the first waiter that can still take it, or count it free."""
@@ -782,14 +779,15 @@ class TaskRunner:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
-        with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, self.limit.acquire()):
+        # The runner's share of the task's place; what still works for an abandoned child holds its own.
+        with _marked_if_cancelled(prepared, self.in_flight), self.limit.acquire() as prepared.slot:
             return drive(self._plan(prepared, KeyboardInterrupt), lambda step: invoke_with_deadline(prepared, step))
 
     async def arun(self, call: TaskCall) -> TaskOutcome:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
-        with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, await self.limit.aacquire()):
+        with _marked_if_cancelled(prepared, self.in_flight), await self.limit.aacquire() as prepared.slot:
             return await adrive(self._plan(prepared, asyncio.CancelledError),
                                 lambda step: ainvoke_with_deadline(prepared, step))
 
@@ -810,16 +808,6 @@ class TaskRunner:
             if self.in_flight is not None and not is_real_cancellation(exc) and stop_requested():
                 raise cancellation()  # noqa: B904 - chained as the child's end, as LangGraph's own are
             raise
-
-    @staticmethod
-    @contextlib.contextmanager
-    def _slot(run: Delegation, slot: Slot) -> Iterator[None]:
-        """The runner's share of the task's place; what still works for an abandoned child keeps its own."""
-        run.slot = slot
-        try:
-            yield
-        finally:
-            slot.release()
 
     def _plan(self, run: Delegation, cancellation: type[BaseException]) -> Generator[ChildStep, Any, TaskOutcome]:
         if (late := self._refused_for_budget(run)) is not None:  # again, once it has its place
