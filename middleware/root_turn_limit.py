@@ -99,23 +99,17 @@ class RootBudget:
     def plan(self, request: ModelRequest[ContextT], then: Callable[[ModelRequest[ContextT]], Generator[
              Any, Any, ModelCallResult[ResponseT]]]) -> Generator[Any, Any, ModelCallResult[ResponseT]]:
         """The root's model call, made by ``then``'s plan, under the budget (a plan for :mod:`subagents.plans`)."""
-        if (stop := self._no_call(request)) is not None:
-            return stop
+        last = request.messages[-1] if request.messages else None
+        if isinstance(last, AIMessage) and stopped_by_limit(last) == "budget":
+            return last  # the run ends on the budget's stop, which replaces itself
         if self.budget.spent_error(foreseen=True) is None:
             with self._metered(refuses=True):
                 return (yield from then(request))
+        if any(stopped_by_limit(m) == "budget" for m in request.messages):
+            return self._ended(None)  # spent, and it had its last call: a middleware sent the run back to the model
         with self._metered(refuses=False) as meter:
             return self._ended((yield from then(request.override(tools=[], tool_choice=None))))
         return self._ended(None, str(meter.stopped_by))  # no price for the model: not even the last call counts
-
-    def _no_call(self, request: ModelRequest[ContextT]) -> AIMessage | None:
-        """The run's end with no call made: the budget's stop when it is the last message (it replaces itself), or
-        a new one when the budget is spent and had its last call (a middleware sent the run back to the model)."""
-        last = request.messages[-1] if request.messages else None
-        if isinstance(last, AIMessage) and stopped_by_limit(last) == "budget":
-            return last
-        spent = self.budget.spent_error(foreseen=True) is not None
-        return self._ended(None) if spent and any(stopped_by_limit(m) == "budget" for m in request.messages) else None
 
     @contextlib.contextmanager
     def _metered(self, *, refuses: bool) -> Iterator[TaskMeter]:
