@@ -9,14 +9,13 @@ later calls are free. Mechanisms: ``"tool_choice"`` names ``task``; ``"required"
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import urllib.error
 import urllib.request
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,7 +34,7 @@ from subagents.boundary import with_prompt_block
 from subagents.errors import InvalidArgumentType, SpecError, StopReason, ToolCallsUnsupported
 from subagents.metering import token_count
 from subagents.outcome import refused_record, task_id_for
-from subagents.plans import adrive, drive
+from subagents.plans import ModelCallPlan
 from subagents.settings import DEFAULT_MAX_DELEGATIONS
 
 START_TOOL_NAME = "start_async_task"  # a background start: a delegation, counted as task's calls are
@@ -178,23 +177,18 @@ class ForcedDelegation:
         offered = any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
         return offered and is_first_call_of_turn(request.messages)
 
-    def call(self, request: ModelRequest[ContextT],
-             handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]) -> ModelCallResult[ResponseT]:
+    def plan(self, request: ModelRequest[ContextT]
+             ) -> Generator[Any, ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
+        """The parent's model call, forced where it :meth:`applies` (a plan for :mod:`subagents.plans`; a step that
+        is a function is work to do off the event loop)."""
         if not self.applies(request):
-            return handler(request)
-        self.probe(request)
-        return drive(self._plan(request), handler)
-
-    async def acall(self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]],
-                    Awaitable[ModelResponse[ResponseT]]]) -> ModelCallResult[ResponseT]:
-        if not self.applies(request):
-            return await handler(request)
-        if self.setting.mechanism == "auto" and self.detected is None and probe_pending(request.model):
-            await asyncio.to_thread(self.probe, request)  # the first use of a server asks it over HTTP
-        return await adrive(self._plan(request), handler)
-
-    def _plan(self, request: ModelRequest[ContextT]
-              ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
+            return (yield request)
+        # In ``auto`` mode, a server that says it parses no tool calls gets ``response_format`` at once.
+        if self.setting.mechanism == "auto" and self.detected is None:
+            if probe_pending(request.model):
+                yield lambda: tool_calls_supported(request.model)  # the first use of a server asks it over HTTP
+            if tool_calls_supported(request.model) is False:
+                self.detected = "response_format"
         mechanism = self.detected or self.setting.mechanism
         wasted: ModelCallResult[ResponseT] | None = None
         response: ModelCallResult[ResponseT] | None
@@ -216,11 +210,6 @@ class ForcedDelegation:
         prompt = VERBATIM_CALL_PROMPT if self.setting.description == "verbatim" else FORCED_CALL_PROMPT
         response = yield from ask_json(request, prompt, TASK_TOOL_NAME, self._schema())
         return with_usage_of(self._described(as_task_call(response), request), wasted)
-
-    def probe(self, request: ModelRequest[ContextT]) -> None:
-        """In ``auto`` mode, a server that says it parses no tool calls gets ``response_format`` at once."""
-        if self.setting.mechanism == "auto" and self.detected is None and tool_calls_supported(request.model) is False:
-            self.detected = "response_format"
 
     def _described(self, response: ModelCallResult[ResponseT], request: ModelRequest[ContextT]
                    ) -> ModelCallResult[ResponseT]:
@@ -359,7 +348,7 @@ TOOL_KEY = "tool"
 ARGUMENTS_KEY = "arguments"
 
 
-class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
+class ForceToolUse(ModelCallPlan, AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
     """The first model call of each turn calls one of ``tools`` (all offered tools by default).
 
     Args:
@@ -385,18 +374,8 @@ class ForceToolUse(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
             and all(isinstance(m, ToolMessage) for m in turn[1:])
         return {"jump_to": "end"} if answered else None
 
-    def wrap_model_call(self, request: ModelRequest[ContextT],
-                        handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
-                        ) -> ModelCallResult[ResponseT]:
-        return drive(self._plan(request), handler)
-
-    async def awrap_model_call(self, request: ModelRequest[ContextT],
-                               handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]]
-                               ) -> ModelCallResult[ResponseT]:
-        return await adrive(self._plan(request), handler)
-
-    def _plan(self, request: ModelRequest[ContextT]
-              ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
+    def model_plan(self, request: ModelRequest[ContextT]
+                   ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
         first = is_first_call_of_turn(request.messages)
         specs = [convert_to_openai_tool(t)["function"] for t in request.tools] if first else []
         if not (specs := [s for s in specs if self.only is None or s["name"] in self.only]):

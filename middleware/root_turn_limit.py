@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Awaitable, Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Annotated, Any, NotRequired, TypeVar
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -25,7 +25,7 @@ from middleware.limits import last_ai
 from subagents.errors import BudgetExceeded, SpecError
 from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools, run_meter_in
 from subagents.outcome import limit_stop, stopped_by_limit
-from subagents.plans import adrive, drive
+from subagents.plans import ModelCallPlan
 from subagents.settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
 
 COUNT_KEY = "run_model_call_count"
@@ -37,7 +37,7 @@ class RootTurnLimitState(AgentState[ResponseT]):
     run_model_call_count: NotRequired[Annotated[int, UntrackedValue, PrivateStateAttr]]
 
 
-class RootTurnLimit(AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
+class RootTurnLimit(ModelCallPlan, AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
     """Ends the root's run, with a final AI message saying why, once it has made ``max_root_turns`` model calls.
 
     Counted per ``invoke`` and per resume; a call an outer middleware retries counts once. The call past the
@@ -54,38 +54,19 @@ class RootTurnLimit(AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
         self.max_root_turns = max_root_turns
         self.agent_name = name
 
-    def wrap_model_call(
-        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
-    ) -> ModelCallResult[ResponseT]:
-        made = _made(request)
-        return self._stopped() if made >= self.max_root_turns else _counted(handler(request), made)
-
-    async def awrap_model_call(
-        self,
-        request: ModelRequest[ContextT],
-        handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]],
-    ) -> ModelCallResult[ResponseT]:
-        made = _made(request)
-        return self._stopped() if made >= self.max_root_turns else _counted(await handler(request), made)
-
-    def _stopped(self) -> AIMessage:
-        # Marked as the limit's, so a blocking Stop hook does not send the run back to a refused call.
-        return limit_stop(
-            f"Stopped: this run reached max_root_turns={self.max_root_turns} model calls of the agent "
-            "without a final answer. Ask again with a narrower request, or raise max_root_turns.",
-            "max_root_turns", self.agent_name)
-
-
-def _made(request: ModelRequest[ContextT]) -> int:
-    # A caller's Command(update=...) can write it too: a negative count (or none) would buy calls past the
-    # limit, so it reads as none made yet.
-    made = (request.state or {}).get(COUNT_KEY)
-    return max(made, 0) if isinstance(made, int) and not isinstance(made, bool) else 0
-
-
-def _counted(response: ModelResponse[ResponseT], made: int) -> ExtendedModelResponse[ResponseT]:
-    """The model's reply, with this call counted in the run's state (LangChain applies the update)."""
-    return ExtendedModelResponse(model_response=response, command=Command(update={COUNT_KEY: made + 1}))
+    def model_plan(self, request: ModelRequest[ContextT]
+                   ) -> Generator[ModelRequest[ContextT], ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
+        # A caller's Command(update=...) can write the count too: a negative count (or none) would buy calls past
+        # the limit, so it reads as none made yet.
+        made = (request.state or {}).get(COUNT_KEY)
+        made = max(made, 0) if isinstance(made, int) and not isinstance(made, bool) else 0
+        if made >= self.max_root_turns:  # marked as the limit's: a blocking Stop hook does not send the run back
+            return limit_stop(
+                f"Stopped: this run reached max_root_turns={self.max_root_turns} model calls of the agent "
+                "without a final answer. Ask again with a narrower request, or raise max_root_turns.",
+                "max_root_turns", self.agent_name)
+        # The model's reply, with this call counted in the run's state (LangChain applies the update).
+        return ExtendedModelResponse(model_response=(yield request), command=Command(update={COUNT_KEY: made + 1}))
 
 
 GraphT = TypeVar("GraphT", bound="Pregel[Any, Any, Any, Any]")
@@ -115,33 +96,20 @@ class RootBudget:
         meter = run_meter_in(get_config(), self.budget)  # the tool node's: the run's meter is inherited there
         return contextlib.nullcontext() if meter is None else metered_in_tools(meter)
 
-    def call(self, request: ModelRequest[ContextT],
-             handler: Callable[[ModelRequest[ContextT]], ModelCallResult[ResponseT]]) -> ModelCallResult[ResponseT]:
-        return drive(self._plan(request), handler)
-
-    async def acall(self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]],
-                    Awaitable[ModelCallResult[ResponseT]]]) -> ModelCallResult[ResponseT]:
-        return await adrive(self._plan(request), handler)
-
-    def _plan(self, request: ModelRequest[ContextT]
-              ) -> Generator[ModelRequest[ContextT], ModelCallResult[ResponseT], ModelCallResult[ResponseT]]:
-        if (stop := self._no_call(request)) is not None:
-            return stop
-        if self.budget.spent_error(foreseen=True) is None:
-            with self._metered(refuses=True):
-                return (yield request)
-        with self._metered(refuses=False) as meter:
-            return self._ended((yield request.override(tools=[], tool_choice=None)))
-        return self._ended(None, str(meter.stopped_by))  # no price for the model: not even the last call counts
-
-    def _no_call(self, request: ModelRequest[ContextT]) -> AIMessage | None:
-        """The run's end with no call made: the budget's stop when it is the last message (it replaces itself), or
-        a new one when the budget is spent and had its last call (a middleware sent the run back to the model)."""
+    def plan(self, request: ModelRequest[ContextT], then: Callable[[ModelRequest[ContextT]], Generator[
+             Any, Any, ModelCallResult[ResponseT]]]) -> Generator[Any, Any, ModelCallResult[ResponseT]]:
+        """The root's model call, made by ``then``'s plan, under the budget (a plan for :mod:`subagents.plans`)."""
         last = request.messages[-1] if request.messages else None
         if isinstance(last, AIMessage) and stopped_by_limit(last) == "budget":
-            return last
-        spent = self.budget.spent_error(foreseen=True) is not None
-        return self._ended(None) if spent and any(stopped_by_limit(m) == "budget" for m in request.messages) else None
+            return last  # the run ends on the budget's stop, which replaces itself
+        if self.budget.spent_error(foreseen=True) is None:
+            with self._metered(refuses=True):
+                return (yield from then(request))
+        if any(stopped_by_limit(m) == "budget" for m in request.messages):
+            return self._ended(None)  # spent, and it had its last call: a middleware sent the run back to the model
+        with self._metered(refuses=False) as meter:
+            return self._ended((yield from then(request.override(tools=[], tool_choice=None))))
+        return self._ended(None, str(meter.stopped_by))  # no price for the model: not even the last call counts
 
     @contextlib.contextmanager
     def _metered(self, *, refuses: bool) -> Iterator[TaskMeter]:

@@ -6,7 +6,7 @@ are written back by the rule in :mod:`subagents.boundary`."""
 import asyncio
 import dataclasses
 import warnings
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain.agents.middleware import (
@@ -74,6 +74,7 @@ from subagents.errors import InvalidArgumentType, ParentPolicyNotInherited, safe
 from subagents.ledger import touch_if_quiet
 from subagents.metering import Budget
 from subagents.outcome import add_usage, lost, task_id_for
+from subagents.plans import adrive, drive
 from subagents.registry import takes_parent_tools
 from subagents.runner import unwatch_interrupts, watch_interrupts
 from subagents.settings import DelegationSettings
@@ -207,27 +208,25 @@ class SubAgentMiddleware(AgentMiddleware):
         base = TaskToolInputWithSchema if self.structured_results else TaskToolInput
         writes = self._writes
 
-        def task(description: str, subagent_type: str, runtime: ToolRuntime,
-                 output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-            call = self._call(description, subagent_type, runtime, output_schema)
+        def plan(runtime: ToolRuntime, call: TaskCall) -> Generator[Any, Any, Command]:  # type: ignore[type-arg]
+            """Each step: a function, its async twin, their arguments."""
             try:
-                outcome = self._refused(call) or self.runner.run(call)
+                outcome = self._refused(call) or (yield self.runner.run, self.runner.arun, call)
             except GraphBubbleUp:
                 raise
             except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
                 outcome = _crashed(call, exc)
-            return outcome_command(runtime, outcome, writes, writes.stored(runtime, outcome))
+            return outcome_command(runtime, outcome, writes, (yield writes.stored, writes.astored, runtime, outcome))
+
+        def task(description: str, subagent_type: str, runtime: ToolRuntime,
+                 output_schema: Any = None) -> Command:  # type: ignore[type-arg]
+            return drive(plan(runtime, self._call(description, subagent_type, runtime, output_schema)),
+                         lambda step: step[0](*step[2:]))
 
         async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
                         output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-            call = self._call(description, subagent_type, runtime, output_schema)
-            try:
-                outcome = self._refused(call) or await self.runner.arun(call)
-            except GraphBubbleUp:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
-                outcome = _crashed(call, exc)
-            return outcome_command(runtime, outcome, writes, await writes.astored(runtime, outcome))
+            return await adrive(plan(runtime, self._call(description, subagent_type, runtime, output_schema)),
+                                lambda step: step[1](*step[2:]))
 
         return delegation_tool(task, atask, TASK_TOOL_NAME, self.task_description,
                                task_args_schema(self.registry.names, base=base) if self._name_enum else base)
@@ -280,20 +279,6 @@ class SubAgentMiddleware(AgentMiddleware):
         update["messages"] = with_answers(messages, answers)
         return request.override(messages=with_answers(request.messages, answers)[1:]), update
 
-    def _prepared(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall],
-                  saved: Sequence[CheckpointTuple]) -> tuple[ModelRequest[ContextT], dict[str, Any], bool]:
-        """The request with open calls answered, the cap applied and the prompt block added; the state update;
-        whether its server should be asked if it parses tool calls (unforced, ``task`` offered, a served model)."""
-        request, update = self._at_start(request, calls, saved)
-        self.parent_model.observe(request)
-        if self.delegation_limit is not None:
-            request = self.delegation_limit.withdrawn_when_exhausted(request)
-        block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
-        # Served: the model may call ``task`` here (a limit may have withdrawn it) and its server could say it cannot.
-        served = self.forced is None and _names_a_server(request.model) and \
-            any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
-        return with_prompt_block(request, block), update, served
-
     @property
     def _tool_names(self) -> tuple[str, ...]:
         return (TASK_TOOL_NAME, self.dynamic.tool.name) if self.dynamic else (TASK_TOOL_NAME,)
@@ -301,47 +286,47 @@ class SubAgentMiddleware(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
     ) -> ModelCallResult[ResponseT]:
-        if self.root_budget is not None:  # the shared budget covers the parent's own calls too
-            return self.root_budget.call(request, lambda r: self._model_call(r, handler))
-        return self._model_call(request, handler)
-
-    def _model_call(
-        self, request: ModelRequest[ContextT], handler: Callable[[ModelRequest[ContextT]], ModelResponse[ResponseT]]
-    ) -> ModelCallResult[ResponseT]:
         calls = _open_at_start(request.state)
-        request, update, served = self._prepared(request, calls, _saved_checkpoints(calls) if calls else ())
-        if served:
-            warn_if_no_tool_calls(request.model)
-        response = answered_response(self.forced.call(request, handler) if self.forced else handler(request),
-                                     self._tool_names, LEDGER_KEY, as_record=ledger_entry)
-        # A synchronous run on the main thread: while its children run, a Ctrl-C stops them first (see the
-        # runner); Python's own handler is back once a model call starts none.
-        if _calls(response, self._tool_names):
-            watch_interrupts()
-        else:
-            unwatch_interrupts()
-        return _with_update(response, update)
+        plan = self._plan(request, calls, _saved_checkpoints(calls) if calls else (), watch=True)
+        return drive(plan, lambda step: step() if callable(step) else handler(step))
 
     async def awrap_model_call(self, request: ModelRequest[ContextT],
                                handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]]
                                ) -> ModelCallResult[ResponseT]:
-        if self.root_budget is not None:
-            return await self.root_budget.acall(request, lambda r: self._amodel_call(r, handler))
-        return await self._amodel_call(request, handler)
-
-    async def _amodel_call(self, request: ModelRequest[ContextT],
-                           handler: Callable[[ModelRequest[ContextT]], Awaitable[ModelResponse[ResponseT]]]
-                           ) -> ModelCallResult[ResponseT]:
         calls = _open_at_start(request.state)
-        request, update, served = self._prepared(request, calls, await _asaved_checkpoints(calls) if calls else ())
-        if served:
-            if probe_pending(request.model):  # the first use of a server asks it over HTTP: not on the loop
-                await asyncio.to_thread(tool_calls_supported, request.model)
-            warn_if_no_tool_calls(request.model)
-        response = await (self.forced.acall(request, handler) if self.forced else handler(request))
-        return _with_update(answered_response(response, self._tool_names, LEDGER_KEY, as_record=ledger_entry),
-                            update)
+        plan = self._plan(request, calls, await _asaved_checkpoints(calls) if calls else (), watch=False)
+        return await adrive(plan, lambda step: asyncio.to_thread(step) if callable(step) else handler(step))
 
+    def _plan(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall], saved: Sequence[CheckpointTuple], *,
+              watch: bool) -> Generator[Any, Any, ModelCallResult[ResponseT]]:
+        """The parent's model call, under the shared budget if any (it covers the parent's own calls too): a step
+        that is a function is work to do off the event loop, any other the request to send."""
+        if self.root_budget is not None:
+            return (yield from self.root_budget.plan(request, lambda r: self._call_plan(r, calls, saved, watch)))
+        return (yield from self._call_plan(request, calls, saved, watch))
+
+    def _call_plan(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall], saved: Sequence[CheckpointTuple],
+                   watch: bool) -> Generator[Any, Any, ModelCallResult[ResponseT]]:
+        """The request with open calls answered, the cap applied and the prompt block added, sent."""
+        request, update = self._at_start(request, calls, saved)
+        self.parent_model.observe(request)
+        if self.delegation_limit is not None:
+            request = self.delegation_limit.withdrawn_when_exhausted(request)
+        block = self.dynamic.prompt_block(request.state) if self.dynamic else self.prompt_block
+        request = with_prompt_block(request, block)
+        # Served: the model may call ``task`` here (a limit may have withdrawn it) and its server could say it cannot.
+        if self.forced is None and _names_a_server(request.model) and \
+                any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools):
+            if probe_pending(request.model):  # the first use of a server asks it over HTTP
+                yield lambda: tool_calls_supported(request.model)
+            warn_if_no_tool_calls(request.model)
+        response = answered_response((yield from self.forced.plan(request)) if self.forced else (yield request),
+                                     self._tool_names, LEDGER_KEY, as_record=ledger_entry)
+        # A synchronous run on the main thread: while its children run, a Ctrl-C stops them first (see the
+        # runner); Python's own handler is back once a model call starts none.
+        if watch:
+            (watch_interrupts if _calls(response, self._tool_names) else unwatch_interrupts)()
+        return _with_update(response, update)
 
 def _calls(response: ModelCallResult[ResponseT], tool_names: Sequence[str]) -> bool:
     model_response = response.model_response if isinstance(response, ExtendedModelResponse) else response

@@ -15,7 +15,7 @@ import numbers
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
 from typing import Annotated, Any, Literal, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -42,6 +42,7 @@ from subagents.errors import (
     from_signal_handler,
     is_ctrl_c,
 )
+from subagents.plans import ModelCallPlan
 from subagents.roles import ChildPolicy
 from subagents.transcripts import TranscriptSink
 
@@ -1211,58 +1212,42 @@ def cut_short_note(stop: SubagentError) -> str:
             "given on its last call, without tools. It may be incomplete.]")
 
 
-class WrapUp(AgentMiddleware):
+class WrapUp(ModelCallPlan, AgentMiddleware):
     """Limits end a task with an answer: in every built child with tools, the limits line from its second call on;
     on the last call a limit allows (:meth:`TaskMeter.last_call`), no tools, :data:`WRAP_UP_PROMPT` added and the
     reply's tool calls dropped (the task is ``partial``). Budgets keep room for this wrap-up."""
 
     child_policy = ChildPolicy(model_call_only=True, keeps_model=True)
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelResponse[Any]:
-        request, wrapping = _wrap_up(request)
-        return wrapping if isinstance(wrapping, ModelResponse) else _noted(handler(request), wrapping)
-
-    async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelResponse[Any]:
-        request, wrapping = _wrap_up(request)
-        return wrapping if isinstance(wrapping, ModelResponse) else _noted(await handler(request), wrapping)
-
-
-def _wrap_up(request: ModelRequest[Any]) -> tuple[ModelRequest[Any], bool | ModelResponse[Any]]:
-    """The request with the limits line, the wrap-up's on the last call a limit allows (``True``), or with
-    ``max_turns`` reached, the reply that ends the task."""
-    meter = task_meter()
-    # Not run by the runner, wrap-ups off, or no tools to take away: each call could be the answer already.
-    if meter is None or meter.wrap_up in (None, False) or not request.tools:
-        return request, False
-    # Not on the first call: a small model's first tool arguments change with any line more.
-    line = meter.limits_line() if meter.model_calls else ""
-    request = with_prompt_block(request, line)
-    # Estimated as the meter will, only under a token or dollar limit.
-    estimate = 0
-    if meter.max_tokens is not None or meter.max_usd is not None or meter.budget is not None:
-        extras = meter.extras_estimate
-        if extras is None:  # the first call: its tool schemas, as TaskMeter._sent counts them
-            schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
-            extras = prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
-        estimate = estimate_tokens([request.system_message, *request.messages]) + extras
-    name = getattr(request.model, "model_name", None) or getattr(request.model, "model", None)
-    stop = meter.last_call(estimate, name if isinstance(name, str) and name else None)
-    if stop is None:
-        return request, False
-    if isinstance(stop, MaxTurnsReached) and meter.model_calls >= stop.max_turns and meter.wrapped_up is None:
-        # Other calls (a tool's or a middleware's, metered as the child's) took the turns left: the task ends on its
-        # last answer (none: the limit's error) as the wrap-up's, so a later call (a hook's jump back) is refused.
-        meter.wrapped_up, meter._wrap_up_sent = stop, True
-        said = next((m.text for m in reversed(request.messages) if isinstance(m, AIMessage) and m.text), "")
-        return request, ModelResponse(result=[AIMessage(content=said)])
-    meter.wrapped_up, meter.said = stop, ""  # said from now on: the wrap-up's answer, or none
-    # Last, as a user's turn: a small model heeds the end of its prompt, not a system line far above.
-    return request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],
-                            tool_choice=None), True
+    def model_plan(self, request: ModelRequest[Any]) -> Generator[Any, ModelResponse[Any], ModelResponse[Any]]:
+        meter = task_meter()
+        # Not run by the runner, wrap-ups off, or no tools to take away: each call could be the answer already.
+        if meter is None or meter.wrap_up in (None, False) or not request.tools:
+            return _noted((yield request), False)
+        # Not on the first call: a small model's first tool arguments change with any line more.
+        request = with_prompt_block(request, meter.limits_line() if meter.model_calls else "")
+        # Estimated as the meter will, only under a token or dollar limit.
+        estimate = 0
+        if meter.max_tokens is not None or meter.max_usd is not None or meter.budget is not None:
+            extras = meter.extras_estimate
+            if extras is None:  # the first call: its tool schemas, as TaskMeter._sent counts them
+                schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
+                extras = prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
+            estimate = estimate_tokens([request.system_message, *request.messages]) + extras
+        name = getattr(request.model, "model_name", None) or getattr(request.model, "model", None)
+        stop = meter.last_call(estimate, name if isinstance(name, str) and name else None)
+        if stop is None:
+            return _noted((yield request), False)
+        if isinstance(stop, MaxTurnsReached) and meter.model_calls >= stop.max_turns and meter.wrapped_up is None:
+            # Other calls (a tool's, a middleware's, metered as the child's) took the turns left: the task ends on
+            # its last answer (none: the limit's error) as the wrap-up's, so a later call (a hook's jump) is refused.
+            meter.wrapped_up, meter._wrap_up_sent = stop, True
+            said = next((m.text for m in reversed(request.messages) if isinstance(m, AIMessage) and m.text), "")
+            return ModelResponse(result=[AIMessage(content=said)])
+        meter.wrapped_up, meter.said = stop, ""  # said from now on: the wrap-up's answer, or none
+        # Last, as a user's turn: a small model heeds the end of its prompt, not a system line far above.
+        return _noted((yield request.override(messages=[*request.messages, HumanMessage(WRAP_UP_PROMPT)], tools=[],
+                                              tool_choice=None)), True)
 
 
 @functools.cache

@@ -36,3 +36,17 @@ async def adrive(plan: Generator[Step, Any, Result], call: Callable[[Step], Awai
             step = plan.send(result) if failure is None else plan.throw(failure)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+class ModelCallPlan:
+    """A middleware's ``wrap_model_call`` and ``awrap_model_call`` written once, as :meth:`model_plan`: it yields
+    each request to send (to the handler) and returns the reply (listed before ``AgentMiddleware`` in the bases)."""
+
+    def model_plan(self, request: Any) -> Generator[Any, Any, Any]:
+        raise NotImplementedError
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return drive(self.model_plan(request), handler)
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await adrive(self.model_plan(request), handler)

@@ -64,6 +64,7 @@ from subagents.errors import (
     safe_text,
 )
 from subagents.metering import (
+    COUNTS,
     MIN_TOKEN_SCALE,
     Budget,
     PriceTable,
@@ -89,6 +90,7 @@ from subagents.outcome import (
     merge_continuation,
     task_id_for,
 )
+from subagents.plans import adrive, drive
 from subagents.registry import (
     DYNAMIC_SUBAGENTS_KEY,
     SubagentRegistry,
@@ -136,6 +138,12 @@ class Slot:
             last = self._shares == 0
         if last:
             self._limit._give_back()
+
+    def __enter__(self) -> Slot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 NO_CAP = Slot(None)  # the slot handed out when there is no cap: sharing and releasing it cost nothing
@@ -187,32 +195,14 @@ class ConcurrencyLimit:
 
     def acquire(self) -> Slot:
         """Wait on this thread for a place."""
-        taken = self._take_or_queue(None)
-        if isinstance(taken, Slot):
-            return taken
-        assert taken.event is not None
-        try:
-            taken.event.wait()
-        except BaseException:  # Ctrl-C while waiting: leave the queue, or pass on a place just given
-            self._abandon(taken)
-            raise
-        return Slot(self)
+        return drive(self._place(None), lambda event: event.wait())
 
     async def aacquire(self) -> Slot:
         """Wait on the running event loop for a place (the same count as threads and other loops)."""
-        taken = self._take_or_queue(asyncio.get_running_loop())
-        if isinstance(taken, Slot):
-            return taken
-        assert taken.future is not None
-        try:
-            await taken.future
-        except BaseException:
-            self._abandon(taken)
-            raise
-        return Slot(self)
+        return await adrive(self._place(asyncio.get_running_loop()), lambda future: future)
 
-    def _take_or_queue(self, loop: asyncio.AbstractEventLoop | None) -> Slot | _Waiter:
-        """A place now, or a waiter in the queue (a thread's without ``loop``, else a coroutine's on it)."""
+    def _place(self, loop: asyncio.AbstractEventLoop | None) -> Generator[Any, Any, Slot]:
+        """A place now, or once the waiter queued (a thread's event without ``loop``, else a future on it) is woken."""
         if self.limit is None:
             return NO_CAP
         with self._lock:
@@ -221,23 +211,19 @@ class ConcurrencyLimit:
                 return Slot(self)
             waiter = _Waiter(loop)
             self._waiting.append(waiter)
-        return waiter
-
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[Slot]:
-        slot = self.acquire()
         try:
-            yield slot
-        finally:
-            slot.release()
+            yield waiter.event or waiter.future
+        except BaseException:  # Ctrl-C or cancellation while waiting: leave the queue, or pass on a place just given
+            self._abandon(waiter)
+            raise
+        return Slot(self)
+
+    hold = acquire  # ``with limit.hold():`` (a slot is released as its block ends)
 
     @contextlib.asynccontextmanager
     async def ahold(self) -> AsyncIterator[Slot]:
-        slot = await self.aacquire()
-        try:
+        with await self.aacquire() as slot:
             yield slot
-        finally:
-            slot.release()
 
     def _give_back(self) -> None:
         """A place is free: hand it to the first waiter that can still take it, or count it free."""
@@ -544,8 +530,7 @@ class Delegation:
         saved = None if saver is None else saver.get_tuple({CONF: {"thread_id": key, "checkpoint_ns": self.namespace}})
         if saved is None:  # a first segment: nothing spent yet
             return {}
-        figures = ("model_calls", "input_tokens", "output_tokens", "charged_input_tokens", "charged_output_tokens")
-        spent: dict[str, Any] = {**dict.fromkeys(figures, 0), "cost_usd": 0.0, "priced_as": []}
+        spent: dict[str, Any] = {**dict.fromkeys(COUNTS, 0), "cost_usd": 0.0, "priced_as": []}
         prices = self.meter.prices if self.meter is not None else None
         messages = child_messages(saver, saved)
         prompt = estimate_tokens(messages[:given])
@@ -559,7 +544,7 @@ class Delegation:
                 # Its reply's name, if priced; else (renamed, a deployment, none) the dearest: never charged less.
                 price = call_price(prices, message.response_metadata.get("model_name")) or max(
                     (prices or {}).items(), key=lambda item: sum(item[1]), default=None)
-                for name, value in zip(figures, (1, reported_in, reported_out, charged_in, charged_out), strict=True):
+                for name, value in zip(COUNTS, (1, reported_in, reported_out, charged_in, charged_out), strict=True):
                     spent[name] += value
                 spent["cost_usd"] += cost_at(price, charged_in, charged_out)
                 spent["priced_as"] += [price[0]] if price else []
@@ -794,33 +779,17 @@ class TaskRunner:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
-        with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, self.limit.acquire()):
-            plan = self._plan(prepared, KeyboardInterrupt)
-            step = _send(plan, None)
-            while not isinstance(step, TaskOutcome):
-                try:
-                    value = invoke_with_deadline(prepared, step)
-                except BaseException as exc:  # noqa: BLE001 - the plan decides
-                    step = _send(plan, self._stopping(exc, KeyboardInterrupt), throw=True)
-                else:
-                    step = _send(plan, value)
-            return step
+        # The runner's share of the task's place; what still works for an abandoned child holds its own.
+        with _marked_if_cancelled(prepared, self.in_flight), self.limit.acquire() as prepared.slot:
+            return drive(self._plan(prepared, KeyboardInterrupt), lambda step: invoke_with_deadline(prepared, step))
 
     async def arun(self, call: TaskCall) -> TaskOutcome:
         prepared = self._prepare(call)
         if isinstance(prepared, TaskOutcome):
             return prepared
-        with _marked_if_cancelled(prepared, self.in_flight), self._slot(prepared, await self.limit.aacquire()):
-            plan = self._plan(prepared, asyncio.CancelledError)
-            step = _send(plan, None)
-            while not isinstance(step, TaskOutcome):
-                try:
-                    value = await ainvoke_with_deadline(prepared, step)
-                except BaseException as exc:  # noqa: BLE001 - the plan decides
-                    step = _send(plan, self._stopping(exc, asyncio.CancelledError), throw=True)
-                else:
-                    step = _send(plan, value)
-            return step
+        with _marked_if_cancelled(prepared, self.in_flight), await self.limit.aacquire() as prepared.slot:
+            return await adrive(self._plan(prepared, asyncio.CancelledError),
+                                lambda step: ainvoke_with_deadline(prepared, step))
 
     def _refused_for_budget(self, run: Delegation) -> TaskOutcome | None:
         """A spent budget refuses a delegation: as it is prepared, and again once it has its place."""
@@ -828,26 +797,17 @@ class TaskRunner:
             return self._refuse(run, f"{spent}; no new delegations can start", "budget")
         return None
 
-    def _stopping(self, exc: BaseException, cancellation: type[BaseException]) -> BaseException:
-        """A child's end once Ctrl-C was pressed is real cancellation: the task is ``cancelled``, not failed. A
+    def _child(self, step: ChildStep, cancellation: type[BaseException]) -> Generator[ChildStep, Any, Any]:
+        """One run of the child. Its end once Ctrl-C was pressed is real cancellation (the task is ``cancelled``); a
         ``KeyboardInterrupt`` no Ctrl-C raised (:func:`is_ctrl_c`) is the child's failure, as its ``sys.exit`` is."""
-        if issubclass(type(exc), KeyboardInterrupt) and not is_ctrl_c():
-            failed = ChildExit(exc)
-            failed.__cause__ = exc
-            return failed
-        if self.in_flight is not None and not is_real_cancellation(exc) and stop_requested():
-            return cancellation()
-        return exc
-
-    @staticmethod
-    @contextlib.contextmanager
-    def _slot(run: Delegation, slot: Slot) -> Iterator[None]:
-        """The runner's share of the task's place; what still works for an abandoned child keeps its own."""
-        run.slot = slot
         try:
-            yield
-        finally:
-            slot.release()
+            return (yield step)
+        except BaseException as exc:
+            if issubclass(type(exc), KeyboardInterrupt) and not is_ctrl_c():
+                raise ChildExit(exc) from exc
+            if self.in_flight is not None and not is_real_cancellation(exc) and stop_requested():
+                raise cancellation()  # noqa: B904 - chained as the child's end, as LangGraph's own are
+            raise
 
     def _plan(self, run: Delegation, cancellation: type[BaseException]) -> Generator[ChildStep, Any, TaskOutcome]:
         if (late := self._refused_for_budget(run)) is not None:  # again, once it has its place
@@ -857,7 +817,7 @@ class TaskRunner:
             raise cancellation()
         run.begin()
         try:
-            result = yield run.own_input
+            result = yield from self._child(run.own_input, cancellation)
             if run.meter is not None and (stop := run.meter.stopped_by) is not None:
                 # The child ended normally after a limit stopped it: a middleware of its own caught the stop.
                 messages = result.get("messages") if isinstance(result, Mapping) else None
@@ -873,7 +833,7 @@ class TaskRunner:
             answer, follow_up = read.answer, read.follow_up
             if follow_up is not None:
                 try:
-                    second = yield follow_up
+                    second = yield from self._child(follow_up, cancellation)
                     if run.meter is not None and (stop := run.meter.stopped_by) is not None:
                         # A limit stopped the request and a middleware of the child's answered in its place.
                         raise stop
@@ -1143,11 +1103,4 @@ def _restore_then_interrupt(signum: int, frame: Any) -> None:
     with contextlib.suppress(ValueError, OSError):  # the run ends with this interrupt: nothing to wrap after it
         signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.default_int_handler(signum, frame)
-
-
-def _send(plan: Generator[Any, Any, TaskOutcome], value: Any, *, throw: bool = False) -> Any:
-    try:
-        return plan.throw(value) if throw else plan.send(value)
-    except StopIteration as stop:
-        return stop.value
 
