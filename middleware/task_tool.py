@@ -28,8 +28,8 @@ from pydantic_core import ErrorDetails
 from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome
 from subagents.boundary import DELEGATION_TOOL_TAG, annotations_of, graph_namespace, parent_channels, write_back
 from subagents.errors import is_real_cancellation, safe_text
-from subagents.ledger import LedgerChannel
-from subagents.outcome import add_usage, merge_records, refused_record, shows_something
+from subagents.ledger import LedgerChannel, merge_records
+from subagents.outcome import add_usage, refused_record, shows_something
 from subagents.registry import DYNAMIC_SUBAGENTS_KEY
 
 PREVIEW_CHARS = 200  # the longest description and result a ledger record keeps

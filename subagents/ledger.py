@@ -95,15 +95,6 @@ def _replacement(write: Any) -> Any:
     return _NO_OVERWRITE
 
 
-def _fold(operator: Callable[[Ledger, Ledger], Ledger], writes: list[Any]) -> Any:
-    """``functools.reduce(operator, writes)`` for an associative operator, folded pairwise: each merge
-    copies its left side, so O(n log n) record copies instead of O(n²)."""
-    while len(writes) > 1:
-        pairs = zip(writes[::2], writes[1::2], strict=False)  # an odd last write waits a round
-        writes = [operator(left, right) for left, right in pairs] + writes[len(writes) - len(writes) % 2:]
-    return writes[0]
-
-
 def merge_async_records(left: Ledger | None, right: Ledger | None) -> Ledger:
     """Reducer for ``async_tasks``: a later update of an id replaces only the fields it names (so two
     tools touching different tasks in one step never overwrite each other)."""
@@ -145,10 +136,13 @@ class LedgerMerge:
     operator: Callable[[Ledger, Ledger], Ledger]
 
     def __call__(self, base: Ledger | None, writes: Sequence[Any]) -> Ledger:
+        # Folded pairwise (the operator is associative): each merge copies its left side, so O(n log n) record
+        # copies instead of functools.reduce's O(n²).
         values = list(writes)
-        if not values:
-            return base or {}
-        return self.operator(base or {}, _fold(self.operator, values))
+        while len(values) > 1:
+            pairs = zip(values[::2], values[1::2], strict=False)  # an odd last write waits a round
+            values = [self.operator(left, right) for left, right in pairs] + values[len(values) - len(values) % 2:]
+        return self.operator(base or {}, values[0]) if values else base or {}
 
 
 # -- A whole ledger as its checkpoint stores it: records as columns, ids as bytes. A saver keeping every version

@@ -22,7 +22,6 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ConfigDict
 
 from subagents.errors import SpecError, StopReason
-from subagents.ledger import merge_records as merge_records  # the ledger's reducer, still importable here
 from subagents.metering import dollars, token_count
 from subagents.transcripts import NO_TRANSCRIPT
 

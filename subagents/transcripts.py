@@ -8,6 +8,7 @@ import collections
 import contextlib
 import datetime as dt
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ import stat
 import sys
 import threading
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, Protocol, cast
 
@@ -83,7 +84,13 @@ class TranscriptTable:
             self._evict()
 
     def put(self, task_id: str, messages: list[BaseMessage]) -> None:
-        stored, size = _packed(list(messages))
+        stored: Any = list(messages)
+        try:
+            kind, data = _serde.dumps_typed(stored)
+            packed = zlib.compress(data, 1) if len(data) >= COMPRESS_FROM else data
+            stored, size = (kind, packed, packed is not data), ENTRY_BYTES + len(packed)
+        except Exception:  # noqa: BLE001
+            size = ENTRY_BYTES + deep_size(stored)
         with self._lock:
             old = self._items.pop(task_id, None)
             if old is not None:
@@ -111,18 +118,6 @@ class TranscriptTable:
 
     def __len__(self) -> int:
         return len(self._items)
-
-
-def _packed(messages: list[BaseMessage]) -> tuple[Any, int]:
-    """The form a transcript is kept in, and what it costs the process."""
-    try:
-        kind, data = _serde.dumps_typed(messages)
-    except Exception:  # noqa: BLE001 - anything the serializer refuses stays as objects
-        return messages, ENTRY_BYTES + deep_size(messages)
-    if len(data) < COMPRESS_FROM:
-        return (kind, data, False), ENTRY_BYTES + len(data)
-    packed = zlib.compress(data, 1)
-    return (kind, packed, True), ENTRY_BYTES + len(packed)
 
 
 # Shorter ones are kept uncompressed: they shrink by only half, and retaking the lock zlib gives up costs more.
@@ -469,17 +464,10 @@ def get_transcript(graph: Any, config: Mapping[str, Any], task_id: str) -> list[
                            store=getattr(graph, "store", None))
 
 
-def _replayed_messages(state: Any, writes: Sequence[Any]) -> list[BaseMessage]:
-    """LangGraph's ``add_messages`` over a batch of writes: a child's ``messages`` deltas, replayed."""
-    merged: Any = list(state or [])
-    for write in writes:
-        merged = add_messages(merged, write)
-    return cast("list[BaseMessage]", merged)
-
-
 def child_messages(checkpointer: Any, saved: Any) -> list[BaseMessage]:
     """The ``messages`` of a child's saved checkpoint, stored whole or as deltas the saver replays."""
-    channel = DeltaChannel(_replayed_messages, list)
+    channel = DeltaChannel(lambda state, writes: functools.reduce(cast("Any", add_messages), writes, [*(state or ())]),
+                           list)
     return list(saved_value(checkpointer, saved, "messages", channel) or [])
 
 

@@ -213,8 +213,16 @@ def parse_yaml(
 
 def _as_error(exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError], source: str) -> DefinitionFileError:
     """One readable error for any YAML problem, naming the frontmatter line."""
-    if isinstance(exc, yaml.reader.ReaderError):
-        return _unprintable(exc, path, error, source)
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML refuses (NUL, ESC...): only its offset is given
+        at = source.count("\n", 0, exc.position)
+        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        kind = "a control character" if code < 0x20 or 0x7F <= code <= 0x9F else "not printable"
+        escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+        # The field is the top-level key whose block holds the line (its own line or one below it).
+        keys = (m[1][:60] for text in reversed(source.split("\n")[: at + 1]) if (m := _TOP_LEVEL_KEY.match(text)))
+        return error(path, f"frontmatter line {at + 2}: the character U+{code:04X} ({kind}) is not allowed in YAML; "
+                     f'expected printable text (or the escape "{escape}" inside a double-quoted string)',
+                     field=next(keys, None))
     if isinstance(exc, DuplicateKey):
         return error(path, f"given twice (frontmatter line {_line(exc)}); expected each field once", field=exc.key)
     if isinstance(exc, YAMLBoundError):
@@ -228,28 +236,6 @@ def _as_error(exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError],
         return error(path, f"frontmatter line {_line(exc)}: {problem}")
     problem = getattr(exc, "problem", None) or "cannot be parsed"
     return error(path, f"frontmatter line {_line(exc)}: invalid YAML: {problem}")
-
-
-def _unprintable(
-    exc: yaml.reader.ReaderError, path: Path, error: type[DefinitionFileError], source: str
-) -> DefinitionFileError:
-    """A character YAML refuses (NUL, ESC...): the reader gives only its offset, so find the line."""
-    line = source.count("\n", 0, exc.position)
-    code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
-    kind = "a control character" if code < 0x20 or 0x7F <= code <= 0x9F else "not printable"
-    escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    return error(path, f"frontmatter line {line + 2}: the character U+{code:04X} ({kind}) is not allowed in YAML; "
-                 f'expected printable text (or the escape "{escape}" inside a double-quoted string)',
-                 field=_field_at(source, line))
-
-
-def _field_at(source: str, line: int) -> str | None:
-    """The top-level key whose block holds 0-based ``line`` (its own line or one below it)."""
-    for text in reversed(source.split("\n")[: line + 1]):
-        match = _TOP_LEVEL_KEY.match(text)
-        if match:
-            return match.group(1)[:60]
-    return None
 
 
 def _line_by_line(source: str) -> dict[str, Any] | None:
