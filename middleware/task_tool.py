@@ -482,10 +482,14 @@ class RecordedTool(StructuredTool):
 
     def _too_deep(self, call: Any) -> Command[str] | None:
         """The answer to a model's call whose arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH`, if it is one."""
-        if not _model_call(call) or _depth_at_most(call.get("args"), MAX_ARGUMENT_DEPTH):
-            return None
-        return self._refused(call, f"Error invoking tool '{self.name}': its arguments are nested more than "
-                             f"{MAX_ARGUMENT_DEPTH} levels deep. Call it again with plain arguments.")
+        level, depth = [call.get("args") if _model_call(call) else None], 1  # level by level: no recursion to exhaust
+        while nested := [item for item in level if isinstance(item, (dict, list, tuple))]:
+            if depth > MAX_ARGUMENT_DEPTH:
+                return self._refused(call, f"Error invoking tool '{self.name}': its arguments are nested more than "
+                                     f"{MAX_ARGUMENT_DEPTH} levels deep. Call it again with plain arguments.")
+            level = [child for item in nested for child in (item.values() if isinstance(item, dict) else item)]
+            depth += 1
+        return None
 
     def _invalid(self, call: Any, exc: ValidationError) -> Command[str]:
         """The tool node's own answer to these arguments, with this call's ledger record."""
@@ -513,17 +517,6 @@ class RecordedTool(StructuredTool):
 
 def _model_call(call: object) -> bool:
     return isinstance(call, dict) and call.get("type") == "tool_call" and bool(call.get("id"))
-
-
-def _depth_at_most(value: object, limit: int) -> bool:
-    """Whether ``value``'s dicts and lists nest at most ``limit`` deep (level by level: no recursion to exhaust)."""
-    level, depth = [value], 1
-    while nested := [item for item in level if isinstance(item, (dict, list, tuple))]:
-        if depth > limit:
-            return False
-        level = [child for item in nested for child in (item.values() if isinstance(item, dict) else item)]
-        depth += 1
-    return True
 
 
 def _without_injected(value: Any) -> Any:

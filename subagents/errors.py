@@ -350,10 +350,7 @@ class SkillFolderWarning(SubagentsWarning):
     """A spec's skill folder does not exist on the local disk: it adds no skills."""
 
 
-_MAX_TEXT = 2_000
-
-
-def safe_text(value: object, limit: int = _MAX_TEXT) -> str:
+def safe_text(value: object, limit: int = 2_000) -> str:
     """``str(value)``, bounded, and never raising (a hostile ``__str__`` included)."""
     try:
         text = str(value)

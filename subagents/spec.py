@@ -367,8 +367,6 @@ def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping
     return {**kept, "context": "fork"} if mode == "fork" else kept
 
 
-DEFAULT_REQUEST_TIMEOUT_S = 10.0  # one status request to a server
-DEFAULT_START_TIMEOUT_S = 30.0  # starting, steering or cancelling a remote task
 API_KEY_HEADER = "x-api-key"
 SAME_DEPLOYMENT = "this same deployment (in-process)"  # a remote spec without a url: the parent's own server
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -409,8 +407,8 @@ class RemoteSubagentSpec(BaseModel):
     url_credentials: SecretStr | None = None
     api_key_env: str | None = None
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
-    request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False, strict=True)
-    start_timeout_s: float = Field(default=DEFAULT_START_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False, strict=True)
+    request_timeout_s: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False, strict=True)
+    start_timeout_s: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False, strict=True)
     config: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)
     webhook: str | None = None

@@ -42,15 +42,6 @@ def safe_component(value: object) -> str:
     return f"id-{readable}-{digest}" if readable else f"id-{digest}"
 
 
-def inside(root: Path, path: Path) -> Path:
-    """``path`` resolved, checked to lie under ``root`` (resolved too); else :class:`InvalidArgument`."""
-    resolved_root = root.resolve()
-    resolved = path.resolve()
-    if resolved != resolved_root and resolved_root not in resolved.parents:
-        raise InvalidArgument(f"path {str(path)[:200]!r} leaves its folder {str(resolved_root)!r}")
-    return resolved
-
-
 # -- The in-process table: oldest dropped first past ``max_bytes`` (a process that delegates without end must not
 # grow without end). Kept serialized (compressed from COMPRESS_FROM), so the bound counts what the process holds;
 # what the serializer refuses is kept as objects and counted by walking them. Each read returns fresh messages.
@@ -336,7 +327,9 @@ def jsonl_path(sessions_dir: str | os.PathLike[str], thread_id: Any, task_id: An
     """Where a task's JSONL transcript is written: always inside ``sessions_dir``."""
     root = Path(sessions_dir).expanduser().absolute()
     path = root / safe_component(thread_id or "no-thread") / "subagents" / f"agent-{safe_component(task_id)}.jsonl"
-    inside(root, path)
+    resolved_root, resolved = root.resolve(), path.resolve()  # a symlinked folder may lead out
+    if resolved != resolved_root and resolved_root not in resolved.parents:
+        raise InvalidArgument(f"path {str(path)[:200]!r} leaves its folder {str(resolved_root)!r}")
     return path
 
 

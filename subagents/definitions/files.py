@@ -66,17 +66,6 @@ class ValueBudget:
         self.written = 0  # values so far as written, aliases not expanded
 
 
-def check_brackets(source: str) -> None:
-    """Raise :class:`YAMLBoundError` if brackets nest far deeper than :data:`MAX_DEPTH`: counted on the raw text
-    before the scanner runs, which slows with the square of the flow depth (twice: brackets in strings)."""
-    depth = 0
-    for match in _BRACKETS.finditer(source):
-        depth += 1 if match.group() in "[{" else -1
-        if depth > 2 * MAX_DEPTH:
-            line = source.count("\n", 0, match.start())
-            raise YAMLBoundError(f"nests deeper than {MAX_DEPTH} levels; expected flat fields", line)
-
-
 class BoundedLoader(UniqueKeyLoader):
     """Composes within :data:`MAX_DEPTH` and a :class:`ValueBudget`, stopping at the first value past either
     (as nodes are made: PyYAML's composer is pure Python, a 1 MiB flow list takes seconds)."""
@@ -133,7 +122,14 @@ class BoundedLoader(UniqueKeyLoader):
 
 def load_bounded(source: str, budget: ValueBudget | None = None) -> Any:
     """``source`` loaded safely within bounds (``budget``: the file's, when several documents share one)."""
-    check_brackets(source)
+    # Brackets nesting far deeper than MAX_DEPTH are refused on the raw text before the scanner runs, which slows
+    # with the square of the flow depth (twice the depth: brackets in strings).
+    depth = 0
+    for match in _BRACKETS.finditer(source):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > 2 * MAX_DEPTH:
+            line = source.count("\n", 0, match.start())
+            raise YAMLBoundError(f"nests deeper than {MAX_DEPTH} levels; expected flat fields", line)
     loader = BoundedLoader(source, budget if budget is not None else ValueBudget())
     try:
         node = loader.get_single_node()
@@ -166,20 +162,6 @@ def read_text(path: Path, error: type[DefinitionFileError]) -> str:
     except UnicodeDecodeError as exc:
         raise error(path, f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def split_frontmatter(text: str, path: Path, error: type[DefinitionFileError]) -> tuple[str, str]:
-    """``(yaml text, body)``; the file must open with a ``---`` line and close one."""
-    lines = text.split("\n")
-    if not text.strip():
-        raise error(path, "is empty; expected a '---' line, YAML fields, a '---' line, then the body")
-    if lines[0].strip() != DELIMITER:
-        raise error(path, f"has no frontmatter; expected the first line to be '{DELIMITER}', "
-                    f"got {brief(lines[0][:40])}")
-    for i, line in enumerate(lines[1:], start=1):
-        if line.rstrip() == DELIMITER:
-            return "\n".join(lines[1:i]), "\n".join(lines[i + 1 :])
-    raise error(path, f"has unterminated frontmatter; expected a closing '{DELIMITER}' line")
 
 
 def parse_yaml(
@@ -283,9 +265,19 @@ def _line(exc: yaml.YAMLError) -> int | str:
 def read_frontmatter(
     path: Path, error: type[DefinitionFileError], notes: list[str] | None = None
 ) -> tuple[dict[str, Any], str]:
-    """``(fields, body)`` of a frontmatter file, the body stripped; warnings are appended to ``notes``."""
-    yaml_text, body = split_frontmatter(read_text(path, error), path, error)
-    return parse_yaml(yaml_text, path, error, notes), body.strip()
+    """``(fields, body)`` of a frontmatter file (opening with a ``---`` line and closing one), the body stripped;
+    warnings are appended to ``notes``."""
+    text = read_text(path, error)
+    lines = text.split("\n")
+    if not text.strip():
+        raise error(path, "is empty; expected a '---' line, YAML fields, a '---' line, then the body")
+    if lines[0].strip() != DELIMITER:
+        raise error(path, f"has no frontmatter; expected the first line to be '{DELIMITER}', "
+                    f"got {brief(lines[0][:40])}")
+    for i, line in enumerate(lines[1:], start=1):
+        if line.rstrip() == DELIMITER:
+            return parse_yaml("\n".join(lines[1:i]), path, error, notes), "\n".join(lines[i + 1 :]).strip()
+    raise error(path, f"has unterminated frontmatter; expected a closing '{DELIMITER}' line")
 
 
 T = TypeVar("T")

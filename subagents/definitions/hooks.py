@@ -114,10 +114,6 @@ EXIT_GRACE = 0.25
 """Seconds output is still read after the shell exits or is killed; whoever still holds the pipe then
 (a background job) is not waited for, so it neither delays nor changes the verdict."""
 
-SHELL = "/bin/sh"  # as subprocess's shell=True
-
-_KEEP_BYTES = MAX_OUTPUT_CHARS * 4  # UTF-8 needs at most 4 bytes a character
-
 
 @dataclasses.dataclass(frozen=True)
 class HookOutcome:
@@ -150,8 +146,8 @@ class _Protocol(asyncio.SubprocessProtocol):
         self._open = {1, 2}
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        kept = self.output[fd]
-        kept += (data if isinstance(data, bytes) else data.encode())[:max(0, _KEEP_BYTES - len(kept))]
+        kept = self.output[fd]  # up to 4 bytes a character of the text kept (UTF-8's most)
+        kept += (data if isinstance(data, bytes) else data.encode())[:max(0, 4 * MAX_OUTPUT_CHARS - len(kept))]
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         self._open.discard(fd)
@@ -190,7 +186,8 @@ async def arun_hook(command: str, event: Mapping[str, Any], timeout: float) -> H
     ``timeout`` seconds, never blocking the loop. Started through
     :func:`~subagents.definitions.on_host.launch`: confined where this process's ``Bash`` is."""
     try:
-        with launch([SHELL, "-c", command]) as (argv, env):  # with PYTHONSAFEPATH=1 and an absolute-only PATH
+        # /bin/sh as subprocess's shell=True, with PYTHONSAFEPATH=1 and an absolute-only PATH
+        with launch(["/bin/sh", "-c", command]) as (argv, env):
             return await _arun_hook(command, argv, env, event, timeout)
     except Exception as exc:  # noqa: BLE001 - its confinement failed to start or to clean up: a warning
         return _could_not_start(command, exc)

@@ -53,17 +53,13 @@ def normalize_mcp_config(value: Any) -> dict[str, dict[str, Any]] | None:
                 raise SpecError(f"expected each list item to be a server name or {{name: config}}, got {brief(item)}")
     else:
         raise SpecError(f"expected a mapping of MCP server names to configs, got {brief(value)}")
-    return {_name(name): _server(name, config) for name, config in servers.items()}
+    return {name: _server(name, config) for name, config in servers.items()}
 
 
-def _name(name: Any) -> str:
+def _server(name: Any, config: Any) -> dict[str, Any]:
     if not isinstance(name, str) or not SERVER_NAME.fullmatch(name):
         raise SpecError("expected MCP server names of letters, digits, '-' and '_' (at most 40), "
                         f"got {brief(name)}")
-    return name
-
-
-def _server(name: str, config: Any) -> dict[str, Any]:
     where = f"MCP server {brief(name)}"
     if config is None:
         return {}
