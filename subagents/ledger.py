@@ -78,7 +78,6 @@ Ledger = dict[str, dict[str, Any]]
 
 _OVERWRITE = "__overwrite__"  # LangGraph's sentinel key for `Overwrite` once it crossed JSON
 _WHOLE = sys.maxsize  # the snapshot frequency of a ledger whole in every checkpoint
-# A whole ledger's checkpoint may come from a file a cloned folder brought: decoded as data, never as code.
 _serde = DataOnlySerializer("a ledger in a checkpoint")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import contextvars
 import functools
 import importlib
@@ -79,10 +80,8 @@ def ready_runnable(name: str, runnable: Any) -> Any:
     stamped = runnable
     with_config = getattr(runnable, "with_config", None)
     if callable(with_config):  # a copy: the caller's runnable is never changed
-        try:
+        with contextlib.suppress(Exception):  # a runnable that refuses config still runs, unstamped
             stamped = with_config({"metadata": {"lc_agent_name": name}, "run_name": name})
-        except Exception:  # noqa: BLE001 - a runnable that refuses config still runs, unstamped
-            stamped = runnable
         if not callable(getattr(stamped, "invoke", None)):
             stamped = runnable
     return stamped if callable(getattr(stamped, "ainvoke", None)) else ThreadedRunnable(stamped, name)

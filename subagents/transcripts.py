@@ -197,14 +197,21 @@ class JsonlSink:
         fd = _append_beneath(root, path) if root is not None else None
         # A task resumed after an approval continues its file (an empty one is begun like a new one).
         resumed = path.exists() and path.stat().st_size > 0
-        self._written = _message_ids(path) if resumed else set()
+        self._written: set[str] = set()
         if fd is None:
             path.parent.mkdir(parents=True, exist_ok=True)
         # A lone surrogate in a model's text must not cost the transcript its message.
         self._file: Any = open(path if fd is None else fd, "a", encoding="utf-8", errors="backslashreplace")
         if not resumed:
             self._write(header)
-        elif not _ends_a_line(path):
+            return
+        with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+            for line in handle:  # the messages it holds are not written again
+                with contextlib.suppress(ValueError, AttributeError):
+                    data = json.loads(line).get("data") or {}
+                    if isinstance(data, dict) and data.get("id"):
+                        self._written.add(str(data["id"]))
+        if not line.endswith("\n"):
             self._file.write("\n")  # a crash mid-write left a torn line: the next message gets its own
 
     def _write(self, obj: Mapping[str, Any]) -> None:
@@ -243,28 +250,6 @@ class StoreSink(_WholeAtEnd):
             value["cancelled"] = True
         self.store.put(self.namespace, self.task_id, value)
         return "store:" + "/".join(self.namespace)
-
-
-def _ends_a_line(path: Path) -> bool:
-    """Whether the file is empty or ends with a newline (not with a line torn by a crash)."""
-    with path.open("rb") as handle:
-        if handle.seek(0, os.SEEK_END) == 0:
-            return True
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) == b"\n"
-
-
-def _message_ids(path: Path) -> set[str]:
-    found: set[str] = set()
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            try:
-                data = json.loads(line).get("data") or {}
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(data, dict) and data.get("id"):
-                found.add(str(data["id"]))
-    return found
 
 
 SinkFactory = Callable[..., TranscriptSink]
@@ -440,14 +425,10 @@ def read_jsonl(source: str | os.PathLike[str] | IO[bytes], *,
 
 
 def get_transcript(graph: Any, config: Mapping[str, Any], task_id: str) -> list[BaseMessage]:
-    """The full message history of one task of a thread, wherever it was kept.
-
-    ``graph`` is the parent graph (its state is read with ``config``), or, for a parent run without a
-    checkpointer, the state the run returned; the record is found in whichever ledger holds ``task_id``.
-    """
+    """The full message history of one task of a thread, wherever it was kept: ``graph`` is the parent graph (its
+    state read with ``config``) or, for a run without a checkpointer, the state it returned."""
     thread_id = (config.get("configurable") or {}).get("thread_id")
     values = graph if isinstance(graph, Mapping) else graph.get_state(config).values
-    # The record of ``task_id`` in any ledger (a mapping of task id -> record) of the state.
     record = next((ledger[task_id] for ledger in values.values() if isinstance(ledger, Mapping) and isinstance(
         ledger.get(task_id), Mapping) and ledger[task_id].get("id", task_id) == task_id), None)
     if record is None:
@@ -467,12 +448,9 @@ def child_messages(checkpointer: Any, saved: Any) -> list[BaseMessage]:
 def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: Any = None,
                     store: Any = None,
                     open_file: Callable[[str], IO[bytes]] = open_transcript_file) -> list[BaseMessage]:
-    """Read the transcript a task record points at.
-
-    A damaged record (a ``transcript`` that is not ``"<kind>:<where>"`` text, a stored item with no message
-    list, a JSONL file gone) raises :class:`TranscriptUnavailable` naming the task and the field or file. A
-    ``jsonl:`` file is opened by ``open_file`` (default: any regular file) up to :data:`MAX_JSONL_BYTES`.
-    """
+    """The transcript ``record`` points at; a damaged record or a file gone raises :class:`TranscriptUnavailable`
+    naming the task. A ``jsonl:`` file is opened by ``open_file`` (default: any regular file), read up to
+    :data:`MAX_JSONL_BYTES`."""
     task_id = record.get("id")
     where = record.get("transcript") or ""
     if not isinstance(where, str):

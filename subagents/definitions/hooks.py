@@ -370,7 +370,20 @@ class HookMiddleware(AgentMiddleware):
             blocks, warnings = yield from self._event("SubagentStop", subagent, {**who, **stop})
             notes += warnings
             feedback += blocks
-        return _annotate(result, call["id"], notes, feedback)
+        if message is None or not (notes or feedback):
+            return result
+        changed: dict[str, Any] = {}  # hook feedback appended, warnings kept for the transcript
+        if notes:
+            changed["additional_kwargs"] = {**message.additional_kwargs, "hook_warnings": [
+                *message.additional_kwargs.get("hook_warnings", []), *notes]}
+        if feedback:
+            changed["content"] = f"{message.text}\n\nHook feedback: " + "\n".join(feedback)
+        updated = message.model_copy(update=changed)
+        if isinstance(result, ToolMessage):
+            return updated
+        messages = [updated if m is message else m for m in result.update["messages"]]
+        return Command(graph=result.graph, update={**result.update, "messages": messages},
+                       resume=result.resume, goto=result.goto)
 
     async def background_task_ended(self, record: Mapping[str, Any]) -> list[str]:
         """Run ``SubagentStop`` for a background task's ledger ``record`` as it ends; return the feedback
@@ -423,25 +436,6 @@ def _tool_message(result: Any, tool_call_id: str) -> ToolMessage | None:
             if isinstance(message, ToolMessage) and message.tool_call_id == tool_call_id:
                 return message
     return None
-
-
-def _annotate(result: Any, tool_call_id: str, notes: list[str], feedback: list[str]) -> Any:
-    """The tool result with hook feedback appended and warnings kept for the transcript."""
-    message = _tool_message(result, tool_call_id)
-    if message is None or not (notes or feedback):
-        return result
-    changed: dict[str, Any] = {}
-    if notes:
-        changed["additional_kwargs"] = {**message.additional_kwargs,
-                                        "hook_warnings": [*message.additional_kwargs.get("hook_warnings", []), *notes]}
-    if feedback:
-        changed["content"] = f"{message.text}\n\nHook feedback: " + "\n".join(feedback)
-    updated = message.model_copy(update=changed)
-    if isinstance(result, ToolMessage):
-        return updated
-    messages = [updated if m is message else m for m in result.update["messages"]]
-    return Command(graph=result.graph, update={**result.update, "messages": messages},
-                   resume=result.resume, goto=result.goto)
 
 
 def _cwd() -> str:
