@@ -101,13 +101,11 @@ def merge_async_records(left: Ledger | None, right: Ledger | None) -> Ledger:
         if value is not None and not isinstance(value, Mapping):
             raise StoredDataError(f"async_tasks: {side} is a {type(value).__name__}, not a mapping "
                                   "(task id -> record fields)")
-    if not left:
-        return {k: _fields(k, v) for k, v in (right or {}).items()}
-    if not right:
+    if left and not right:
         return left
-    merged = dict(left)
-    for task_id, fields in right.items():
-        before = left.get(task_id)
+    merged = dict(left or {})
+    for task_id, fields in (right or {}).items():
+        before = merged.get(task_id)
         # A damaged record in state (not a mapping) is replaced by the update rather than merged.
         merged[task_id] = {**before, **_fields(task_id, fields)} if isinstance(before, Mapping) else (
             _fields(task_id, fields))

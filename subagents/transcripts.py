@@ -115,11 +115,10 @@ class TranscriptTable:
 COMPRESS_FROM = 4096
 
 
-def deep_size(value: Any, seen: set[int] | None = None) -> int:
+def deep_size(value: Any) -> int:
     """Bytes held by ``value`` and what it refers to (each object counted once), as ``sys.getsizeof`` counts them."""
-    seen = set() if seen is None else seen
-    stack = [value]
-    total = 0
+    seen: set[int] = set()
+    stack, total = [value], 0
     while stack:
         item = stack.pop()
         if id(item) in seen:

@@ -148,22 +148,6 @@ _TOP_LEVEL_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?$
 _YAML_LOOKING = tuple("[{\"'|>&*!%@`")
 
 
-def read_text(path: Path, error: type[DefinitionFileError]) -> str:
-    """The file's text, BOM dropped and line ends made ``\\n``; at most 1 MiB."""
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise error(path, f"cannot be read ({exc.strerror or exc})") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise error(path, f"is larger than {MAX_FILE_BYTES} bytes; expected a small definition file")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise error(path, f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
 def parse_yaml(
     source: str, path: Path, error: type[DefinitionFileError], notes: list[str] | None = None
 ) -> dict[str, Any]:
@@ -266,8 +250,18 @@ def read_frontmatter(
     path: Path, error: type[DefinitionFileError], notes: list[str] | None = None
 ) -> tuple[dict[str, Any], str]:
     """``(fields, body)`` of a frontmatter file (opening with a ``---`` line and closing one), the body stripped;
-    warnings are appended to ``notes``."""
-    text = read_text(path, error)
+    warnings are appended to ``notes``. At most 1 MiB of UTF-8 (a BOM dropped, line ends made ``\\n``)."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise error(path, f"cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise error(path, f"is larger than {MAX_FILE_BYTES} bytes; expected a small definition file")
+    try:
+        text = raw.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        raise error(path, f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
     lines = text.split("\n")
     if not text.strip():
         raise error(path, "is empty; expected a '---' line, YAML fields, a '---' line, then the body")

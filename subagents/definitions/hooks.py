@@ -72,9 +72,7 @@ class HookMatcher(BaseModel):
         return value
 
     def matches(self, name: str) -> bool:
-        if self.matcher in ("", "*"):
-            return True
-        return name == self.matcher or re.fullmatch(self.matcher, name) is not None
+        return self.matcher in ("", "*", name) or re.fullmatch(self.matcher, name) is not None
 
 
 def normalize_hooks(value: Any, scope: HookScope = "subagent") -> dict[str, list[dict[str, Any]]] | None:
