@@ -349,7 +349,9 @@ class HookMiddleware(AgentMiddleware):
             started, warnings = yield from self._event("SubagentStart", subagent, who)
             notes += warnings + [f"SubagentStart hooks cannot block: {text}" for text in started]
         result = yield None
-        message = _tool_message(result, call["id"])
+        update = result.update if isinstance(result, Command) and isinstance(result.update, Mapping) else {}
+        message = result if isinstance(result, ToolMessage) else next((m for m in update.get("messages") or () if (
+            isinstance(m, ToolMessage) and m.tool_call_id == call["id"])), None)
         text = message.text if message is not None else ""
         blocks, warnings = yield from self._event("PostToolUse", name, {
             "tool_name": name, "tool_input": args, "tool_use_id": call.get("id"), "tool_response": text}, alias)
@@ -357,7 +359,6 @@ class HookMiddleware(AgentMiddleware):
         feedback = list(blocks)
         stop: dict[str, Any] | None = None
         if delegating and self.delegation is not None:
-            update = result.update if isinstance(result, Command) and isinstance(result.update, Mapping) else {}
             record = dict(next(iter((update.get(self.delegation[1]) or {}).values()), {}))
             stop = {"task_id": record.get("id"), "status": record.get("status"), "result": text}
         elif starting and message is not None and message.status == "error":
@@ -424,16 +425,6 @@ def _task_id() -> str | None:
         return (get_config().get("metadata") or {}).get(TASK_ID_METADATA_KEY)
     except Exception:  # noqa: BLE001 - outside a run there is no task
         return None
-
-
-def _tool_message(result: Any, tool_call_id: str) -> ToolMessage | None:
-    if isinstance(result, ToolMessage):
-        return result
-    if isinstance(result, Command) and isinstance(result.update, Mapping):
-        for message in result.update.get("messages") or ():
-            if isinstance(message, ToolMessage) and message.tool_call_id == tool_call_id:
-                return message
-    return None
 
 
 def _cwd() -> str:
