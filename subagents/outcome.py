@@ -25,8 +25,6 @@ from subagents.errors import SpecError, StopReason
 from subagents.metering import dollars, token_count
 from subagents.transcripts import NO_TRANSCRIPT
 
-Emit = Callable[[dict[str, Any]], None]
-
 TaskStatus = Literal["pending", "running", "waiting_for_approval", "completed", "error", "cancelled", "lost"]
 
 _TASK_ID_NAMESPACE = uuid.UUID("6f1c1c1e-2b8e-4d3e-9d0a-5a2f1f0c7e11")
@@ -44,7 +42,7 @@ class TaskCall:
     parent_config: Mapping[str, Any]
     parent_model: Any = None
     parent_tools: Sequence[Any] = ()
-    emit: Emit | None = None
+    emit: Callable[[dict[str, Any]], None] | None = None
     """Where lifecycle events go (the parent's ``custom`` stream writer)."""
     store: Any = None
     """The parent's ``BaseStore``, for the store transcript sink."""

@@ -251,10 +251,7 @@ class StoreSink(_WholeAtEnd):
         return "store:" + "/".join(self.namespace)
 
 
-SinkFactory = Callable[..., TranscriptSink]
-
-
-def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: Any) -> SinkFactory:
+def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: Any) -> Callable[..., TranscriptSink]:
     """Pick the sink kind once; the factory makes one sink per task from keywords (``task_id``, ``thread_id``...)."""
     if sessions_dir is not None:
         root = Path(sessions_dir).expanduser().absolute()

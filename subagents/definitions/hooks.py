@@ -34,7 +34,6 @@ from subagents.plans import adrive, drive
 
 DEFAULT_HOOK_TIMEOUT_S = 60.0
 SUBAGENT_EVENTS = ("PreToolUse", "PostToolUse", "Stop")
-ROOT_EVENTS = (*SUBAGENT_EVENTS, "SubagentStart", "SubagentStop")
 HookScope = Literal["subagent", "root"]
 
 
@@ -81,7 +80,7 @@ def normalize_hooks(value: Any, scope: HookScope = "subagent") -> dict[str, list
         return None
     if not isinstance(value, Mapping):
         raise SpecError(f"expected a mapping of hook event names (e.g. PreToolUse) to lists, got {brief(value)}")
-    events = ROOT_EVENTS if scope == "root" else SUBAGENT_EVENTS
+    events = (*SUBAGENT_EVENTS, "SubagentStart", "SubagentStop") if scope == "root" else SUBAGENT_EVENTS
     hooks: dict[str, list[dict[str, Any]]] = {}
     for event, entries in value.items():
         name = "Stop" if scope == "subagent" and event == "SubagentStop" else event
