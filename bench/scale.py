@@ -60,8 +60,7 @@ from bench.common import (
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware.subagents import SubAgentMiddleware
 from middleware.task_tool import ledger_entry
-from subagents.ledger import LedgerChannel
-from subagents.outcome import merge_records
+from subagents.ledger import LedgerChannel, merge_records
 from subagents.settings import DelegationSettings
 
 NAME = "scale"

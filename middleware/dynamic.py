@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, NotRequired
 
 from langchain.tools import ToolRuntime
-from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 from pydantic import BaseModel, Field, model_validator
 
@@ -127,7 +127,12 @@ class DynamicSubagents:
     def _with_earlier_siblings(self, runtime: ToolRuntime) -> dict[str, object]:
         """The definitions in state plus those that earlier calls of this same message will add."""
         existing = dict(_definitions(runtime.state))
-        for call in _earlier_create_calls(runtime.state, runtime.tool_call_id):
+        made = next((m for m in reversed(list(runtime.state.get("messages") or ())) if isinstance(m, AIMessage)
+                     and runtime.tool_call_id in [c.get("id") for c in m.tool_calls]), None)  # this call's message
+        calls = made.tool_calls if made is not None else []
+        for call in calls[: [c.get("id") for c in calls].index(runtime.tool_call_id) if calls else 0]:
+            if call.get("name") != "create_subagent":
+                continue
             try:
                 definition = self._check(call.get("args") or {}, existing, runtime)
             except Exception:  # noqa: BLE001 - a refused sibling adds nothing
@@ -166,14 +171,3 @@ class DynamicSubagents:
 def _definitions(state: Mapping[str, object] | None) -> Mapping[str, Any]:
     value = (state or {}).get(DYNAMIC_SUBAGENTS_KEY) if isinstance(state, Mapping) else None
     return value if isinstance(value, Mapping) else {}
-
-
-def _earlier_create_calls(state: Mapping[str, Any], tool_call_id: str | None) -> list[ToolCall]:
-    for message in reversed(list(state.get("messages") or ())):
-        if not isinstance(message, AIMessage):
-            continue
-        ids = [c.get("id") for c in message.tool_calls]
-        if tool_call_id in ids:
-            before = message.tool_calls[: ids.index(tool_call_id)]
-            return [c for c in before if c.get("name") == "create_subagent"]
-    return []

@@ -14,7 +14,7 @@ from xml.sax.saxutils import escape
 from langchain.agents.middleware import AgentState, ModelCallResult
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse, ResponseT
 from langchain.tools import ToolRuntime
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -28,8 +28,8 @@ from pydantic_core import ErrorDetails
 from subagents import AnySpec, SpecError, SubagentSpec, TaskOutcome
 from subagents.boundary import DELEGATION_TOOL_TAG, annotations_of, graph_namespace, parent_channels, write_back
 from subagents.errors import is_real_cancellation, safe_text
-from subagents.ledger import LedgerChannel
-from subagents.outcome import add_usage, merge_records, refused_record, shows_something
+from subagents.ledger import LedgerChannel, merge_records
+from subagents.outcome import add_usage, refused_record, shows_something
 from subagents.registry import DYNAMIC_SUBAGENTS_KEY
 
 PREVIEW_CHARS = 200  # the longest description and result a ledger record keeps
@@ -100,15 +100,15 @@ def tool_message(agent_type: str, tool_call_id: str | None, *, answer: str | Non
                        tool_call_id=tool_call_id or "", name=tool_name, status="error" if failed else "success")
 
 
-def answer_invalid_calls(result: list[BaseMessage], tool_names: Collection[str]
-                         ) -> tuple[list[BaseMessage], list[dict[str, object]]]:
-    """``(messages, records)``: the model's invalid calls to ``tool_names`` (left there, the loop would end
-    silently) made regular calls answered at once by an error ``ToolMessage``, so the model can retry."""
-    if not result or not isinstance(result[0], AIMessage):
-        return result, []
-    message = result[0]
+def answered_response(response: ModelCallResult[ResponseT], tool_names: Collection[str], ledger_key: str,
+                      as_record: Callable[[dict[str, object]], dict[str, object]] = dict) -> ModelCallResult[ResponseT]:
+    """A model response with its invalid calls to ``tool_names`` (left there, the loop would end silently) made
+    regular calls answered at once by an error ``ToolMessage``, so the model can retry; records under ``ledger_key``."""
+    if not isinstance(response, ModelResponse) or not response.result or not isinstance(response.result[0], AIMessage):
+        return response
+    result, message, structured = response.result, response.result[0], response.structured_response
     if not message.tool_calls and not message.invalid_tool_calls:  # an answer, most calls: nothing to check
-        return result, []
+        return response
     bad = [c for c in (message.invalid_tool_calls or []) if c.get("name") in tool_names]
     seen: set[str | None] = set()
     renamed = set()  # calls to tool_names with no id, or with one an earlier call of the message has
@@ -122,11 +122,10 @@ def answer_invalid_calls(result: list[BaseMessage], tool_names: Collection[str]
         message = message.model_copy(update={"tool_calls": [
             {**c, "id": f"call_{uuid.uuid4().hex[:16]}"} if i in renamed else c
             for i, c in enumerate(message.tool_calls)]})
-        result = [message, *result[1:]]
     if not bad:
-        return result, []
+        return ModelResponse(result=[message, *result[1:]], structured_response=structured) if renamed else response
     kept = [c for c in message.invalid_tool_calls if c not in bad]
-    calls, answers, records = list(message.tool_calls), [], []
+    calls, answers, ledger = list(message.tool_calls), [], {}
     taken = {c.get("id") for c in calls} | {c.get("id") for c in kept}
     for invalid in bad:
         # Its answer must answer it alone: an id a valid call shares would answer (and drop) that call too.
@@ -140,24 +139,12 @@ def answer_invalid_calls(result: list[BaseMessage], tool_names: Collection[str]
                   f"call it again with valid JSON arguments. Received: {safe_text(invalid.get('args'), 300)}")
         calls.append({"name": name, "args": {}, "id": call_id, "type": "tool_call"})
         answers.append(ToolMessage(content=f"Invalid call: {reason}", tool_call_id=call_id, name=name, status="error"))
-        records.append(invalid_call_record(name, call_id, reason))
+        record = invalid_call_record(name, call_id, reason)
+        ledger[record["id"]] = as_record(record)
     fixed = message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": kept})
-    return [fixed, *answers, *result[1:]], records
-
-
-def answered_response(response: ModelCallResult[ResponseT], tool_names: Collection[str], ledger_key: str,
-                      as_record: Callable[[dict[str, object]], dict[str, object]] = dict) -> ModelCallResult[ResponseT]:
-    """A model response with its invalid calls to ``tool_names`` answered, their records under ``ledger_key``."""
-    if not isinstance(response, ModelResponse):
-        return response
-    result, records = answer_invalid_calls(response.result, tool_names)
-    if result is response.result:
-        return response
-    fixed = ModelResponse(result=result, structured_response=response.structured_response)
-    if not records:
-        return fixed
-    ledger = {r["id"]: as_record(r) for r in records}
-    return ExtendedModelResponse(model_response=fixed, command=Command(update={ledger_key: ledger}))
+    return ExtendedModelResponse(model_response=ModelResponse(result=[fixed, *answers, *result[1:]],
+                                                              structured_response=structured),
+                                 command=Command(update={ledger_key: ledger}))
 
 
 def invalid_call_record(tool_name: str, tool_call_id: str, reason: str,
@@ -482,10 +469,14 @@ class RecordedTool(StructuredTool):
 
     def _too_deep(self, call: Any) -> Command[str] | None:
         """The answer to a model's call whose arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH`, if it is one."""
-        if not _model_call(call) or _depth_at_most(call.get("args"), MAX_ARGUMENT_DEPTH):
-            return None
-        return self._refused(call, f"Error invoking tool '{self.name}': its arguments are nested more than "
-                             f"{MAX_ARGUMENT_DEPTH} levels deep. Call it again with plain arguments.")
+        level, depth = [call.get("args") if _model_call(call) else None], 1  # level by level: no recursion to exhaust
+        while nested := [item for item in level if isinstance(item, (dict, list, tuple))]:
+            if depth > MAX_ARGUMENT_DEPTH:
+                return self._refused(call, f"Error invoking tool '{self.name}': its arguments are nested more than "
+                                     f"{MAX_ARGUMENT_DEPTH} levels deep. Call it again with plain arguments.")
+            level = [child for item in nested for child in (item.values() if isinstance(item, dict) else item)]
+            depth += 1
+        return None
 
     def _invalid(self, call: Any, exc: ValidationError) -> Command[str]:
         """The tool node's own answer to these arguments, with this call's ledger record."""
@@ -513,17 +504,6 @@ class RecordedTool(StructuredTool):
 
 def _model_call(call: object) -> bool:
     return isinstance(call, dict) and call.get("type") == "tool_call" and bool(call.get("id"))
-
-
-def _depth_at_most(value: object, limit: int) -> bool:
-    """Whether ``value``'s dicts and lists nest at most ``limit`` deep (level by level: no recursion to exhaust)."""
-    level, depth = [value], 1
-    while nested := [item for item in level if isinstance(item, (dict, list, tuple))]:
-        if depth > limit:
-            return False
-        level = [child for item in nested for child in (item.values() if isinstance(item, dict) else item)]
-        depth += 1
-    return True
 
 
 def _without_injected(value: Any) -> Any:

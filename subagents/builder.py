@@ -492,7 +492,15 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
     def own_tools() -> list[Any]:
         # Listed after the parent's tools are chosen: a spec refused for an unknown tool name starts no MCP server.
         nonlocal mcp
-        mcp = _mcp_toolset(spec, options)
+        if spec.mcp_config:  # its servers (names resolved through the caller's), their tools listed once
+            from subagents.definitions.mcp import LIST_TIMEOUT_S, McpToolset
+
+            servers = {name: config or options.mcp_servers.get(name, {}) for name, config in spec.mcp_config.items()}
+            try:
+                mcp = McpToolset.connect(spec.name, servers, timeout=min(spec.timeout_s or LIST_TIMEOUT_S,
+                                                                         LIST_TIMEOUT_S))
+            except ValueError as exc:
+                raise SpecError(f"subagent {spec.name!r}: field 'mcp_config': {exc}") from None
         if mcp is None and not any(isinstance(n, str) and n.startswith("mcp__") for n in spec.tools or ()):
             return []  # no MCP anywhere: the MCP client code is not even loaded
         from subagents.definitions.mcp import select_mcp_tools, unmatched_mcp_names
@@ -615,18 +623,3 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
 def _always_asks(rule: Any) -> Any:
     """A child's review rule for a tool the parent gates, without a ``when`` that could skip the question."""
     return {k: v for k, v in rule.items() if k != "when"} if isinstance(rule, Mapping) else rule
-
-
-def _mcp_toolset(spec: SubagentSpec, options: BuildOptions) -> McpToolset | None:
-    """The spec's MCP servers (names resolved through the caller's), their tools listed once."""
-    if not spec.mcp_config:
-        return None
-    from subagents.definitions.mcp import LIST_TIMEOUT_S, McpToolset
-
-    servers = {name: config or options.mcp_servers.get(name, {}) for name, config in spec.mcp_config.items()}
-    timeout = min(spec.timeout_s or LIST_TIMEOUT_S, LIST_TIMEOUT_S)
-    try:
-        return McpToolset.connect(spec.name, servers, timeout=timeout)
-    except ValueError as exc:
-        raise SpecError(f"subagent {spec.name!r}: field 'mcp_config': {exc}") from None
-

@@ -38,15 +38,10 @@ def brief(value: Any, limit: int = 100) -> str:
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/?#\s]*)@")
 
 
-def _hide(match: re.Match[str]) -> str:
-    user, colon, _secret = match.group(2).partition(":")
-    # A user name alone is often a token, so it goes too; with a password the user name stays as a clue.
-    return f"{match.group(1)}{user}:***@" if colon else f"{match.group(1)}***@"
-
-
 def redact_url(text: str) -> str:
     """``text`` with the user information of every url in it replaced by ``***``."""
-    return _USERINFO.sub(_hide, text)
+    # A user name alone is often a token, so it goes too; with a password the user name stays as a clue.
+    return _USERINFO.sub(lambda m: f"{m[1]}{m[2].partition(':')[0]}:***@" if ":" in m[2] else f"{m[1]}***@", text)
 
 
 class SubagentsError(Exception):
@@ -355,10 +350,7 @@ class SkillFolderWarning(SubagentsWarning):
     """A spec's skill folder does not exist on the local disk: it adds no skills."""
 
 
-_MAX_TEXT = 2_000
-
-
-def safe_text(value: object, limit: int = _MAX_TEXT) -> str:
+def safe_text(value: object, limit: int = 2_000) -> str:
     """``str(value)``, bounded, and never raising (a hostile ``__str__`` included)."""
     try:
         text = str(value)
@@ -372,10 +364,9 @@ def safe_text(value: object, limit: int = _MAX_TEXT) -> str:
     return text
 
 
-# -- Which KeyboardInterrupt is the user's: read where a child's ending is judged (the runner, the meter's task
-# factory), set by the runner's SIGINT handler; here, below both, so neither imports the other for it.
-
-_STOP = threading.Event()  # set by the Ctrl-C handler; cleared when a handler is installed for a new run
+# Which KeyboardInterrupt is the user's: set by the runner's SIGINT handler, read by the runner and the meter (here,
+# below both, so neither imports the other). Cleared when a handler is installed for a new run.
+_STOP = threading.Event()
 
 
 class CtrlCHandler:

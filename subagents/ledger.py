@@ -78,7 +78,6 @@ Ledger = dict[str, dict[str, Any]]
 
 _OVERWRITE = "__overwrite__"  # LangGraph's sentinel key for `Overwrite` once it crossed JSON
 _WHOLE = sys.maxsize  # the snapshot frequency of a ledger whole in every checkpoint
-# A whole ledger's checkpoint may come from a file a cloned folder brought: decoded as data, never as code.
 _serde = DataOnlySerializer("a ledger in a checkpoint")
 
 
@@ -95,15 +94,6 @@ def _replacement(write: Any) -> Any:
     return _NO_OVERWRITE
 
 
-def _fold(operator: Callable[[Ledger, Ledger], Ledger], writes: list[Any]) -> Any:
-    """``functools.reduce(operator, writes)`` for an associative operator, folded pairwise: each merge
-    copies its left side, so O(n log n) record copies instead of O(n²)."""
-    while len(writes) > 1:
-        pairs = zip(writes[::2], writes[1::2], strict=False)  # an odd last write waits a round
-        writes = [operator(left, right) for left, right in pairs] + writes[len(writes) - len(writes) % 2:]
-    return writes[0]
-
-
 def merge_async_records(left: Ledger | None, right: Ledger | None) -> Ledger:
     """Reducer for ``async_tasks``: a later update of an id replaces only the fields it names (so two
     tools touching different tasks in one step never overwrite each other)."""
@@ -111,13 +101,11 @@ def merge_async_records(left: Ledger | None, right: Ledger | None) -> Ledger:
         if value is not None and not isinstance(value, Mapping):
             raise StoredDataError(f"async_tasks: {side} is a {type(value).__name__}, not a mapping "
                                   "(task id -> record fields)")
-    if not left:
-        return {k: _fields(k, v) for k, v in (right or {}).items()}
-    if not right:
+    if left and not right:
         return left
-    merged = dict(left)
-    for task_id, fields in right.items():
-        before = left.get(task_id)
+    merged = dict(left or {})
+    for task_id, fields in (right or {}).items():
+        before = merged.get(task_id)
         # A damaged record in state (not a mapping) is replaced by the update rather than merged.
         merged[task_id] = {**before, **_fields(task_id, fields)} if isinstance(before, Mapping) else (
             _fields(task_id, fields))
@@ -145,10 +133,13 @@ class LedgerMerge:
     operator: Callable[[Ledger, Ledger], Ledger]
 
     def __call__(self, base: Ledger | None, writes: Sequence[Any]) -> Ledger:
+        # Folded pairwise (the operator is associative): each merge copies its left side, so O(n log n) record
+        # copies instead of functools.reduce's O(n²).
         values = list(writes)
-        if not values:
-            return base or {}
-        return self.operator(base or {}, _fold(self.operator, values))
+        while len(values) > 1:
+            pairs = zip(values[::2], values[1::2], strict=False)  # an odd last write waits a round
+            values = [self.operator(left, right) for left, right in pairs] + values[len(values) - len(values) % 2:]
+        return self.operator(base or {}, values[0]) if values else base or {}
 
 
 # -- A whole ledger as its checkpoint stores it: records as columns, ids as bytes. A saver keeping every version

@@ -22,11 +22,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ConfigDict
 
 from subagents.errors import SpecError, StopReason
-from subagents.ledger import merge_records as merge_records  # the ledger's reducer, still importable here
 from subagents.metering import dollars, token_count
 from subagents.transcripts import NO_TRANSCRIPT
-
-Emit = Callable[[dict[str, Any]], None]
 
 TaskStatus = Literal["pending", "running", "waiting_for_approval", "completed", "error", "cancelled", "lost"]
 
@@ -45,7 +42,7 @@ class TaskCall:
     parent_config: Mapping[str, Any]
     parent_model: Any = None
     parent_tools: Sequence[Any] = ()
-    emit: Emit | None = None
+    emit: Callable[[dict[str, Any]], None] | None = None
     """Where lifecycle events go (the parent's ``custom`` stream writer)."""
     store: Any = None
     """The parent's ``BaseStore``, for the store transcript sink."""

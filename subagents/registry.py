@@ -16,13 +16,11 @@ from subagents.builder import BuildOptions, UnknownToolPolicy, build_subagent, c
 from subagents.errors import DynamicSubagentError, SpecError, UnknownSubagent, UnsupportedCall
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec, coerce_specs, ready_runnable
 
-DEFAULT_MAX_GRAPHS = 32
-
 
 class GraphCache:
     """A thread-safe LRU cache of graphs built per call: distinct schemas cannot grow memory without bound."""
 
-    def __init__(self, max_graphs: int = DEFAULT_MAX_GRAPHS) -> None:
+    def __init__(self, max_graphs: int = 32) -> None:
         if max_graphs < 1:
             raise SpecError(f"max_graphs must be >= 1 (got {max_graphs})")
         self.max_graphs = max_graphs
@@ -56,8 +54,6 @@ from subagents.spec import DEFAULT_MAX_TURNS, NAME_PATTERN  # noqa: E402
 
 DEFAULT_MAX_DYNAMIC_SUBAGENTS = 8
 MAX_NAME_CHARS = 64
-MAX_DESCRIPTION_CHARS = 1_000
-MAX_PROMPT_CHARS = 20_000
 
 
 class DynamicDefinition(BaseModel):
@@ -102,8 +98,8 @@ def check_definition(request: Mapping[str, Any], *, declared: Collection[str], e
     if len(existing) >= cap:
         raise DynamicSubagentError(f"the limit of {cap} created subagents is reached ({', '.join(sorted(existing))}); "
                                    "delegate to one of them instead")
-    _check_text("description", definition.description, MAX_DESCRIPTION_CHARS)
-    _check_text("system_prompt", definition.system_prompt, MAX_PROMPT_CHARS)
+    _check_text("description", definition.description, 1_000)
+    _check_text("system_prompt", definition.system_prompt, 20_000)
     for tool in definition.tools or ():
         if tool in FORBIDDEN_TOOL_NAMES:
             raise DynamicSubagentError(f"tools: {tool!r} is a delegation, todo or memory tool; a subagent never "

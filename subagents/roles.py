@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Literal
 
 from langchain.agents.middleware import (
@@ -46,8 +47,7 @@ KNOWN: dict[type, ChildPolicy] = {  # LangChain's middleware, which declares no 
     SummarizationMiddleware: ChildPolicy(request_neutral=True),
 }
 
-HOOKS = ("before_agent", "abefore_agent", "before_model", "abefore_model", "wrap_model_call", "awrap_model_call",
-         "after_model", "aafter_model", "after_agent", "aafter_agent", "wrap_tool_call", "awrap_tool_call")
+HOOKS = tuple(name for name in vars(AgentMiddleware) if re.fullmatch(r"a?(before|after|wrap)_\w+", name))
 
 
 def policy_of(middleware: Any) -> ChildPolicy:

@@ -27,7 +27,6 @@ from subagents.truncation import RetryTruncatedSetting
 
 DEFAULT_MAX_DELEGATIONS = 50
 """Delegations (``task`` calls, background starts) allowed per run unless ``max_delegations`` says otherwise."""
-DEFAULT_MAX_BACKGROUND_TASKS = 8
 DEFAULT_MAX_ROOT_TURNS = 200  # far above a working run, far below the recursion limit
 DEFAULT_NOTICE_TOTAL_CHARS = 12_000
 
@@ -121,7 +120,7 @@ class BackgroundSettings(_Settings):
     """
 
     background_subagents: SkipValidation[tuple[Any, ...]] = ()
-    max_background_tasks: int | None = DEFAULT_MAX_BACKGROUND_TASKS
+    max_background_tasks: int | None = 8
     background_runtime: SkipValidation[RuntimeHandle | None] = None
     notify: bool = True
     notice_result_chars: int = 2000

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import contextvars
 import functools
 import importlib
@@ -79,10 +80,8 @@ def ready_runnable(name: str, runnable: Any) -> Any:
     stamped = runnable
     with_config = getattr(runnable, "with_config", None)
     if callable(with_config):  # a copy: the caller's runnable is never changed
-        try:
+        with contextlib.suppress(Exception):  # a runnable that refuses config still runs, unstamped
             stamped = with_config({"metadata": {"lc_agent_name": name}, "run_name": name})
-        except Exception:  # noqa: BLE001 - a runnable that refuses config still runs, unstamped
-            stamped = runnable
         if not callable(getattr(stamped, "invoke", None)):
             stamped = runnable
     return stamped if callable(getattr(stamped, "ainvoke", None)) else ThreadedRunnable(stamped, name)
@@ -278,7 +277,25 @@ def coerce_spec(value: AnySpec | Mapping[str, Any], *, source: str | None = None
         raise SpecError(f"{source or 'subagent'}: expected a SubagentSpec, CompiledSubagent or dict, "
                         f"got {type(value).__name__}")
     label = source or f"subagent {value.get('name', '<unnamed>')!r}"
-    value = translate_deepagents_fields(value, label)
+    if "graph_id" in value and "runnable" not in value:
+        raise SpecError(f"{label}: an async subagent (with 'graph_id') runs as a background task: pass it in "
+                        "create_deep_agent(subagents=...) or to BackgroundSubagentMiddleware, not to the task tool")
+    # deepagents' spellings made ours: ``mode`` becomes ``context``, and its own defaults, spelled out, ask for
+    # nothing (skills=None, permissions=None or []); other ``permissions`` are refused.
+    unset = {k for k in ("skills", "permissions")
+             if k in value and (value[k] is None or (isinstance(value[k], (list, tuple)) and not value[k]))}
+    mode = value.get("mode", "isolated")
+    if mode not in ("isolated", "fork"):
+        raise SpecError(f"{label}: field 'mode': expected 'isolated' or 'fork', got {brief(mode)}")
+    if mode == "fork" and value.get("context", "fork") != "fork":
+        raise SpecError(f"{label}: field 'mode': 'fork' contradicts context={value['context']!r}; give one of them")
+    if "permissions" in value and "permissions" not in unset:
+        raise SpecError(f"{label}: field 'permissions' (deepagents' filesystem rules) needs the agent's deepagents "
+                        "backend: create_deep_agent(backend=...), or its skills=, memory= or permissions=; otherwise "
+                        "limit the child with 'tools'/'disallowed_tools' and ask for approval with "
+                        "'permission_mode' or 'interrupt_on' (see docs/migrating.md)")
+    value = {k: v for k, v in value.items() if k != "mode" and k not in unset} | (
+        {"context": "fork"} if mode == "fork" else {})
     cls = CompiledSubagent if "runnable" in value else SubagentSpec
     try:
         return cls.model_validate(dict(value))
@@ -342,33 +359,6 @@ def is_async_spec(value: Any) -> bool:
                                                      and "runnable" not in value)
 
 
-def translate_deepagents_fields(value: Mapping[str, Any], label: str) -> Mapping[str, Any]:
-    """A spec dict with deepagents' spellings made ours (``mode`` becomes ``context``; ``skills=None`` and
-    ``permissions=None`` or ``[]`` are dropped); an unsupported one (``permissions``) raises ``SpecError``."""
-    if "graph_id" in value and "runnable" not in value:
-        raise SpecError(f"{label}: an async subagent (with 'graph_id') runs as a background task: pass it in "
-                        "create_deep_agent(subagents=...) or to BackgroundSubagentMiddleware, not to the task tool")
-    # deepagents' own defaults, spelled out, ask for nothing: skills=None, permissions=None or [].
-    unset = {k for k in ("skills", "permissions")
-             if k in value and (value[k] is None or (isinstance(value[k], (list, tuple)) and not value[k]))}
-    if "mode" not in value and "permissions" not in value.keys() - unset and not unset:
-        return value
-    mode = value.get("mode", "isolated")
-    if mode not in ("isolated", "fork"):
-        raise SpecError(f"{label}: field 'mode': expected 'isolated' or 'fork', got {brief(mode)}")
-    if mode == "fork" and value.get("context", "fork") != "fork":
-        raise SpecError(f"{label}: field 'mode': 'fork' contradicts context={value['context']!r}; give one of them")
-    if "permissions" in value and "permissions" not in unset:
-        raise SpecError(f"{label}: field 'permissions' (deepagents' filesystem rules) needs the agent's deepagents "
-                        "backend: create_deep_agent(backend=...), or its skills=, memory= or permissions=; otherwise "
-                        "limit the child with 'tools'/'disallowed_tools' and ask for approval with "
-                        "'permission_mode' or 'interrupt_on' (see docs/migrating.md)")
-    kept = {k: v for k, v in value.items() if k != "mode" and k not in unset}
-    return {**kept, "context": "fork"} if mode == "fork" else kept
-
-
-DEFAULT_REQUEST_TIMEOUT_S = 10.0  # one status request to a server
-DEFAULT_START_TIMEOUT_S = 30.0  # starting, steering or cancelling a remote task
 API_KEY_HEADER = "x-api-key"
 SAME_DEPLOYMENT = "this same deployment (in-process)"  # a remote spec without a url: the parent's own server
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -409,8 +399,8 @@ class RemoteSubagentSpec(BaseModel):
     url_credentials: SecretStr | None = None
     api_key_env: str | None = None
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
-    request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False, strict=True)
-    start_timeout_s: float = Field(default=DEFAULT_START_TIMEOUT_S, gt=0, le=3600, allow_inf_nan=False, strict=True)
+    request_timeout_s: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False, strict=True)
+    start_timeout_s: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False, strict=True)
     config: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] = Field(default_factory=dict)
     webhook: str | None = None

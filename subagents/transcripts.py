@@ -8,6 +8,7 @@ import collections
 import contextlib
 import datetime as dt
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ import stat
 import sys
 import threading
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, Protocol, cast
 
@@ -39,15 +40,6 @@ def safe_component(value: object) -> str:
     readable = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:40]
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
     return f"id-{readable}-{digest}" if readable else f"id-{digest}"
-
-
-def inside(root: Path, path: Path) -> Path:
-    """``path`` resolved, checked to lie under ``root`` (resolved too); else :class:`InvalidArgument`."""
-    resolved_root = root.resolve()
-    resolved = path.resolve()
-    if resolved != resolved_root and resolved_root not in resolved.parents:
-        raise InvalidArgument(f"path {str(path)[:200]!r} leaves its folder {str(resolved_root)!r}")
-    return resolved
 
 
 # -- The in-process table: oldest dropped first past ``max_bytes`` (a process that delegates without end must not
@@ -83,7 +75,13 @@ class TranscriptTable:
             self._evict()
 
     def put(self, task_id: str, messages: list[BaseMessage]) -> None:
-        stored, size = _packed(list(messages))
+        stored: Any = list(messages)
+        try:
+            kind, data = _serde.dumps_typed(stored)
+            packed = zlib.compress(data, 1) if len(data) >= COMPRESS_FROM else data
+            stored, size = (kind, packed, packed is not data), ENTRY_BYTES + len(packed)
+        except Exception:  # noqa: BLE001
+            size = ENTRY_BYTES + deep_size(stored)
         with self._lock:
             old = self._items.pop(task_id, None)
             if old is not None:
@@ -113,27 +111,14 @@ class TranscriptTable:
         return len(self._items)
 
 
-def _packed(messages: list[BaseMessage]) -> tuple[Any, int]:
-    """The form a transcript is kept in, and what it costs the process."""
-    try:
-        kind, data = _serde.dumps_typed(messages)
-    except Exception:  # noqa: BLE001 - anything the serializer refuses stays as objects
-        return messages, ENTRY_BYTES + deep_size(messages)
-    if len(data) < COMPRESS_FROM:
-        return (kind, data, False), ENTRY_BYTES + len(data)
-    packed = zlib.compress(data, 1)
-    return (kind, packed, True), ENTRY_BYTES + len(packed)
-
-
 # Shorter ones are kept uncompressed: they shrink by only half, and retaking the lock zlib gives up costs more.
 COMPRESS_FROM = 4096
 
 
-def deep_size(value: Any, seen: set[int] | None = None) -> int:
+def deep_size(value: Any) -> int:
     """Bytes held by ``value`` and what it refers to (each object counted once), as ``sys.getsizeof`` counts them."""
-    seen = set() if seen is None else seen
-    stack = [value]
-    total = 0
+    seen: set[int] = set()
+    stack, total = [value], 0
     while stack:
         item = stack.pop()
         if id(item) in seen:
@@ -211,14 +196,21 @@ class JsonlSink:
         fd = _append_beneath(root, path) if root is not None else None
         # A task resumed after an approval continues its file (an empty one is begun like a new one).
         resumed = path.exists() and path.stat().st_size > 0
-        self._written = _message_ids(path) if resumed else set()
+        self._written: set[str] = set()
         if fd is None:
             path.parent.mkdir(parents=True, exist_ok=True)
         # A lone surrogate in a model's text must not cost the transcript its message.
         self._file: Any = open(path if fd is None else fd, "a", encoding="utf-8", errors="backslashreplace")
         if not resumed:
             self._write(header)
-        elif not _ends_a_line(path):
+            return
+        with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+            for line in handle:  # the messages it holds are not written again
+                with contextlib.suppress(ValueError, AttributeError):
+                    data = json.loads(line).get("data") or {}
+                    if isinstance(data, dict) and data.get("id"):
+                        self._written.add(str(data["id"]))
+        if not line.endswith("\n"):
             self._file.write("\n")  # a crash mid-write left a torn line: the next message gets its own
 
     def _write(self, obj: Mapping[str, Any]) -> None:
@@ -259,32 +251,7 @@ class StoreSink(_WholeAtEnd):
         return "store:" + "/".join(self.namespace)
 
 
-def _ends_a_line(path: Path) -> bool:
-    """Whether the file is empty or ends with a newline (not with a line torn by a crash)."""
-    with path.open("rb") as handle:
-        if handle.seek(0, os.SEEK_END) == 0:
-            return True
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) == b"\n"
-
-
-def _message_ids(path: Path) -> set[str]:
-    found: set[str] = set()
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            try:
-                data = json.loads(line).get("data") or {}
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(data, dict) and data.get("id"):
-                found.add(str(data["id"]))
-    return found
-
-
-SinkFactory = Callable[..., TranscriptSink]
-
-
-def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: Any) -> SinkFactory:
+def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: Any) -> Callable[..., TranscriptSink]:
     """Pick the sink kind once; the factory makes one sink per task from keywords (``task_id``, ``thread_id``...)."""
     if sessions_dir is not None:
         root = Path(sessions_dir).expanduser().absolute()
@@ -341,7 +308,9 @@ def jsonl_path(sessions_dir: str | os.PathLike[str], thread_id: Any, task_id: An
     """Where a task's JSONL transcript is written: always inside ``sessions_dir``."""
     root = Path(sessions_dir).expanduser().absolute()
     path = root / safe_component(thread_id or "no-thread") / "subagents" / f"agent-{safe_component(task_id)}.jsonl"
-    inside(root, path)
+    resolved_root, resolved = root.resolve(), path.resolve()  # a symlinked folder may lead out
+    if resolved != resolved_root and resolved_root not in resolved.parents:
+        raise InvalidArgument(f"path {str(path)[:200]!r} leaves its folder {str(resolved_root)!r}")
     return path
 
 
@@ -452,14 +421,10 @@ def read_jsonl(source: str | os.PathLike[str] | IO[bytes], *,
 
 
 def get_transcript(graph: Any, config: Mapping[str, Any], task_id: str) -> list[BaseMessage]:
-    """The full message history of one task of a thread, wherever it was kept.
-
-    ``graph`` is the parent graph (its state is read with ``config``), or, for a parent run without a
-    checkpointer, the state the run returned; the record is found in whichever ledger holds ``task_id``.
-    """
+    """The full message history of one task of a thread, wherever it was kept: ``graph`` is the parent graph (its
+    state read with ``config``) or, for a run without a checkpointer, the state it returned."""
     thread_id = (config.get("configurable") or {}).get("thread_id")
     values = graph if isinstance(graph, Mapping) else graph.get_state(config).values
-    # The record of ``task_id`` in any ledger (a mapping of task id -> record) of the state.
     record = next((ledger[task_id] for ledger in values.values() if isinstance(ledger, Mapping) and isinstance(
         ledger.get(task_id), Mapping) and ledger[task_id].get("id", task_id) == task_id), None)
     if record is None:
@@ -469,29 +434,19 @@ def get_transcript(graph: Any, config: Mapping[str, Any], task_id: str) -> list[
                            store=getattr(graph, "store", None))
 
 
-def _replayed_messages(state: Any, writes: Sequence[Any]) -> list[BaseMessage]:
-    """LangGraph's ``add_messages`` over a batch of writes: a child's ``messages`` deltas, replayed."""
-    merged: Any = list(state or [])
-    for write in writes:
-        merged = add_messages(merged, write)
-    return cast("list[BaseMessage]", merged)
-
-
 def child_messages(checkpointer: Any, saved: Any) -> list[BaseMessage]:
     """The ``messages`` of a child's saved checkpoint, stored whole or as deltas the saver replays."""
-    channel = DeltaChannel(_replayed_messages, list)
+    channel = DeltaChannel(lambda state, writes: functools.reduce(cast("Any", add_messages), writes, [*(state or ())]),
+                           list)
     return list(saved_value(checkpointer, saved, "messages", channel) or [])
 
 
 def read_transcript(record: Mapping[str, Any], *, thread_id: Any, checkpointer: Any = None,
                     store: Any = None,
                     open_file: Callable[[str], IO[bytes]] = open_transcript_file) -> list[BaseMessage]:
-    """Read the transcript a task record points at.
-
-    A damaged record (a ``transcript`` that is not ``"<kind>:<where>"`` text, a stored item with no message
-    list, a JSONL file gone) raises :class:`TranscriptUnavailable` naming the task and the field or file. A
-    ``jsonl:`` file is opened by ``open_file`` (default: any regular file) up to :data:`MAX_JSONL_BYTES`.
-    """
+    """The transcript ``record`` points at; a damaged record or a file gone raises :class:`TranscriptUnavailable`
+    naming the task. A ``jsonl:`` file is opened by ``open_file`` (default: any regular file), read up to
+    :data:`MAX_JSONL_BYTES`."""
     task_id = record.get("id")
     where = record.get("transcript") or ""
     if not isinstance(where, str):

@@ -36,11 +36,8 @@ TOKEN_FACTOR = 2  # How many times the limit it hit a "more_tokens" retry may us
 
 
 class RetryTruncated(AgentMiddleware):
-    """Makes a model call whose reply was cut at the token limit once more (see the module docstring).
-
-    Args:
-        how: ``True``/``"both"`` (more tokens and a brief answer), ``"brief"`` or ``"more_tokens"``.
-    """
+    """Makes a model call whose reply was cut at the token limit once more (see the module docstring): ``how``
+    is ``True``/``"both"`` (more tokens and a brief answer), ``"brief"`` or ``"more_tokens"``."""
 
     name = "RetryTruncated"
     child_policy = ChildPolicy(model_call_only=True)  # it may retry, never swap the model: not keeps_model

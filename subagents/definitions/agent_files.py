@@ -36,14 +36,9 @@ _FIELDS = ("name", "description", "tools", "disallowed_tools", "model", "skills"
            "context")
 _ALIASES = {"max_turns": ("max_iteration_per_run",), "mcp_config": ("mcp_servers", "mcpServers")}
 
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
 FIELD_SPELLINGS: Mapping[str, tuple[str, ...]] = {
-    field: tuple(dict.fromkeys((field, _camel(field), *_ALIASES.get(field, ())))) for field in _FIELDS}
+    field: tuple(dict.fromkeys((field, re.sub(r"_(\w)", lambda m: m[1].upper(), field), *_ALIASES.get(field, ()))))
+    for field in _FIELDS}
 """Each spec field an agent file may set, and every spelling accepted for it (its own, camelCase, old aliases)."""
 
 DEPRECATED_SPELLINGS: Mapping[str, str] = {"mcp_servers": "mcp_config", "mcpServers": "mcp_config"}

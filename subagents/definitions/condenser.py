@@ -21,12 +21,11 @@ _DEFAULT = {"default", "true", "on", "yes", "summarize", "summarise"}
 
 def normalize_condenser(value: Any) -> CondenserSetting:
     """``None`` (default), ``False`` (off) or a checked settings dict."""
-    if value is None or value is True:
+    word = value.strip().lower() if isinstance(value, str) else None
+    if value is None or value is True or word in _DEFAULT:
         return None
-    if value is False:
+    if value is False or word in _OFF:
         return False
-    if isinstance(value, str) and value.strip().lower() in _OFF | _DEFAULT:
-        return False if value.strip().lower() in _OFF else None
     if not isinstance(value, Mapping):
         raise SpecError("expected 'none'/false (off), 'default'/true, or a mapping of "
                         f"{', '.join(CONDENSER_KEYS)}, got {value!r}")

@@ -66,17 +66,6 @@ class ValueBudget:
         self.written = 0  # values so far as written, aliases not expanded
 
 
-def check_brackets(source: str) -> None:
-    """Raise :class:`YAMLBoundError` if brackets nest far deeper than :data:`MAX_DEPTH`: counted on the raw text
-    before the scanner runs, which slows with the square of the flow depth (twice: brackets in strings)."""
-    depth = 0
-    for match in _BRACKETS.finditer(source):
-        depth += 1 if match.group() in "[{" else -1
-        if depth > 2 * MAX_DEPTH:
-            line = source.count("\n", 0, match.start())
-            raise YAMLBoundError(f"nests deeper than {MAX_DEPTH} levels; expected flat fields", line)
-
-
 class BoundedLoader(UniqueKeyLoader):
     """Composes within :data:`MAX_DEPTH` and a :class:`ValueBudget`, stopping at the first value past either
     (as nodes are made: PyYAML's composer is pure Python, a 1 MiB flow list takes seconds)."""
@@ -133,7 +122,14 @@ class BoundedLoader(UniqueKeyLoader):
 
 def load_bounded(source: str, budget: ValueBudget | None = None) -> Any:
     """``source`` loaded safely within bounds (``budget``: the file's, when several documents share one)."""
-    check_brackets(source)
+    # Brackets nesting far deeper than MAX_DEPTH are refused on the raw text before the scanner runs, which slows
+    # with the square of the flow depth (twice the depth: brackets in strings).
+    depth = 0
+    for match in _BRACKETS.finditer(source):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > 2 * MAX_DEPTH:
+            line = source.count("\n", 0, match.start())
+            raise YAMLBoundError(f"nests deeper than {MAX_DEPTH} levels; expected flat fields", line)
     loader = BoundedLoader(source, budget if budget is not None else ValueBudget())
     try:
         node = loader.get_single_node()
@@ -150,36 +146,6 @@ DELIMITER = "---"
 
 _TOP_LEVEL_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?$")
 _YAML_LOOKING = tuple("[{\"'|>&*!%@`")
-
-
-def read_text(path: Path, error: type[DefinitionFileError]) -> str:
-    """The file's text, BOM dropped and line ends made ``\\n``; at most 1 MiB."""
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise error(path, f"cannot be read ({exc.strerror or exc})") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise error(path, f"is larger than {MAX_FILE_BYTES} bytes; expected a small definition file")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise error(path, f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def split_frontmatter(text: str, path: Path, error: type[DefinitionFileError]) -> tuple[str, str]:
-    """``(yaml text, body)``; the file must open with a ``---`` line and close one."""
-    lines = text.split("\n")
-    if not text.strip():
-        raise error(path, "is empty; expected a '---' line, YAML fields, a '---' line, then the body")
-    if lines[0].strip() != DELIMITER:
-        raise error(path, f"has no frontmatter; expected the first line to be '{DELIMITER}', "
-                    f"got {brief(lines[0][:40])}")
-    for i, line in enumerate(lines[1:], start=1):
-        if line.rstrip() == DELIMITER:
-            return "\n".join(lines[1:i]), "\n".join(lines[i + 1 :])
-    raise error(path, f"has unterminated frontmatter; expected a closing '{DELIMITER}' line")
 
 
 def parse_yaml(
@@ -213,8 +179,16 @@ def parse_yaml(
 
 def _as_error(exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError], source: str) -> DefinitionFileError:
     """One readable error for any YAML problem, naming the frontmatter line."""
-    if isinstance(exc, yaml.reader.ReaderError):
-        return _unprintable(exc, path, error, source)
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML refuses (NUL, ESC...): only its offset is given
+        at = source.count("\n", 0, exc.position)
+        code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        kind = "a control character" if code < 0x20 or 0x7F <= code <= 0x9F else "not printable"
+        escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+        # The field is the top-level key whose block holds the line (its own line or one below it).
+        keys = (m[1][:60] for text in reversed(source.split("\n")[: at + 1]) if (m := _TOP_LEVEL_KEY.match(text)))
+        return error(path, f"frontmatter line {at + 2}: the character U+{code:04X} ({kind}) is not allowed in YAML; "
+                     f'expected printable text (or the escape "{escape}" inside a double-quoted string)',
+                     field=next(keys, None))
     if isinstance(exc, DuplicateKey):
         return error(path, f"given twice (frontmatter line {_line(exc)}); expected each field once", field=exc.key)
     if isinstance(exc, YAMLBoundError):
@@ -228,28 +202,6 @@ def _as_error(exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError],
         return error(path, f"frontmatter line {_line(exc)}: {problem}")
     problem = getattr(exc, "problem", None) or "cannot be parsed"
     return error(path, f"frontmatter line {_line(exc)}: invalid YAML: {problem}")
-
-
-def _unprintable(
-    exc: yaml.reader.ReaderError, path: Path, error: type[DefinitionFileError], source: str
-) -> DefinitionFileError:
-    """A character YAML refuses (NUL, ESC...): the reader gives only its offset, so find the line."""
-    line = source.count("\n", 0, exc.position)
-    code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
-    kind = "a control character" if code < 0x20 or 0x7F <= code <= 0x9F else "not printable"
-    escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    return error(path, f"frontmatter line {line + 2}: the character U+{code:04X} ({kind}) is not allowed in YAML; "
-                 f'expected printable text (or the escape "{escape}" inside a double-quoted string)',
-                 field=_field_at(source, line))
-
-
-def _field_at(source: str, line: int) -> str | None:
-    """The top-level key whose block holds 0-based ``line`` (its own line or one below it)."""
-    for text in reversed(source.split("\n")[: line + 1]):
-        match = _TOP_LEVEL_KEY.match(text)
-        if match:
-            return match.group(1)[:60]
-    return None
 
 
 def _line_by_line(source: str) -> dict[str, Any] | None:
@@ -297,9 +249,29 @@ def _line(exc: yaml.YAMLError) -> int | str:
 def read_frontmatter(
     path: Path, error: type[DefinitionFileError], notes: list[str] | None = None
 ) -> tuple[dict[str, Any], str]:
-    """``(fields, body)`` of a frontmatter file, the body stripped; warnings are appended to ``notes``."""
-    yaml_text, body = split_frontmatter(read_text(path, error), path, error)
-    return parse_yaml(yaml_text, path, error, notes), body.strip()
+    """``(fields, body)`` of a frontmatter file (opening with a ``---`` line and closing one), the body stripped;
+    warnings are appended to ``notes``. At most 1 MiB of UTF-8 (a BOM dropped, line ends made ``\\n``)."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise error(path, f"cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise error(path, f"is larger than {MAX_FILE_BYTES} bytes; expected a small definition file")
+    try:
+        text = raw.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        raise error(path, f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    lines = text.split("\n")
+    if not text.strip():
+        raise error(path, "is empty; expected a '---' line, YAML fields, a '---' line, then the body")
+    if lines[0].strip() != DELIMITER:
+        raise error(path, f"has no frontmatter; expected the first line to be '{DELIMITER}', "
+                    f"got {brief(lines[0][:40])}")
+    for i, line in enumerate(lines[1:], start=1):
+        if line.rstrip() == DELIMITER:
+            return parse_yaml("\n".join(lines[1:i]), path, error, notes), "\n".join(lines[i + 1 :]).strip()
+    raise error(path, f"has unterminated frontmatter; expected a closing '{DELIMITER}' line")
 
 
 T = TypeVar("T")

@@ -34,7 +34,6 @@ from subagents.plans import adrive, drive
 
 DEFAULT_HOOK_TIMEOUT_S = 60.0
 SUBAGENT_EVENTS = ("PreToolUse", "PostToolUse", "Stop")
-ROOT_EVENTS = (*SUBAGENT_EVENTS, "SubagentStart", "SubagentStop")
 HookScope = Literal["subagent", "root"]
 
 
@@ -72,9 +71,7 @@ class HookMatcher(BaseModel):
         return value
 
     def matches(self, name: str) -> bool:
-        if self.matcher in ("", "*"):
-            return True
-        return name == self.matcher or re.fullmatch(self.matcher, name) is not None
+        return self.matcher in ("", "*", name) or re.fullmatch(self.matcher, name) is not None
 
 
 def normalize_hooks(value: Any, scope: HookScope = "subagent") -> dict[str, list[dict[str, Any]]] | None:
@@ -83,7 +80,7 @@ def normalize_hooks(value: Any, scope: HookScope = "subagent") -> dict[str, list
         return None
     if not isinstance(value, Mapping):
         raise SpecError(f"expected a mapping of hook event names (e.g. PreToolUse) to lists, got {brief(value)}")
-    events = ROOT_EVENTS if scope == "root" else SUBAGENT_EVENTS
+    events = (*SUBAGENT_EVENTS, "SubagentStart", "SubagentStop") if scope == "root" else SUBAGENT_EVENTS
     hooks: dict[str, list[dict[str, Any]]] = {}
     for event, entries in value.items():
         name = "Stop" if scope == "subagent" and event == "SubagentStop" else event
@@ -113,10 +110,6 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # but newline and tab
 EXIT_GRACE = 0.25
 """Seconds output is still read after the shell exits or is killed; whoever still holds the pipe then
 (a background job) is not waited for, so it neither delays nor changes the verdict."""
-
-SHELL = "/bin/sh"  # as subprocess's shell=True
-
-_KEEP_BYTES = MAX_OUTPUT_CHARS * 4  # UTF-8 needs at most 4 bytes a character
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,8 +143,8 @@ class _Protocol(asyncio.SubprocessProtocol):
         self._open = {1, 2}
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        kept = self.output[fd]
-        kept += (data if isinstance(data, bytes) else data.encode())[:max(0, _KEEP_BYTES - len(kept))]
+        kept = self.output[fd]  # up to 4 bytes a character of the text kept (UTF-8's most)
+        kept += (data if isinstance(data, bytes) else data.encode())[:max(0, 4 * MAX_OUTPUT_CHARS - len(kept))]
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         self._open.discard(fd)
@@ -190,7 +183,8 @@ async def arun_hook(command: str, event: Mapping[str, Any], timeout: float) -> H
     ``timeout`` seconds, never blocking the loop. Started through
     :func:`~subagents.definitions.on_host.launch`: confined where this process's ``Bash`` is."""
     try:
-        with launch([SHELL, "-c", command]) as (argv, env):  # with PYTHONSAFEPATH=1 and an absolute-only PATH
+        # /bin/sh as subprocess's shell=True, with PYTHONSAFEPATH=1 and an absolute-only PATH
+        with launch(["/bin/sh", "-c", command]) as (argv, env):
             return await _arun_hook(command, argv, env, event, timeout)
     except Exception as exc:  # noqa: BLE001 - its confinement failed to start or to clean up: a warning
         return _could_not_start(command, exc)
@@ -354,7 +348,9 @@ class HookMiddleware(AgentMiddleware):
             started, warnings = yield from self._event("SubagentStart", subagent, who)
             notes += warnings + [f"SubagentStart hooks cannot block: {text}" for text in started]
         result = yield None
-        message = _tool_message(result, call["id"])
+        update = result.update if isinstance(result, Command) and isinstance(result.update, Mapping) else {}
+        message = result if isinstance(result, ToolMessage) else next((m for m in update.get("messages") or () if (
+            isinstance(m, ToolMessage) and m.tool_call_id == call["id"])), None)
         text = message.text if message is not None else ""
         blocks, warnings = yield from self._event("PostToolUse", name, {
             "tool_name": name, "tool_input": args, "tool_use_id": call.get("id"), "tool_response": text}, alias)
@@ -362,7 +358,6 @@ class HookMiddleware(AgentMiddleware):
         feedback = list(blocks)
         stop: dict[str, Any] | None = None
         if delegating and self.delegation is not None:
-            update = result.update if isinstance(result, Command) and isinstance(result.update, Mapping) else {}
             record = dict(next(iter((update.get(self.delegation[1]) or {}).values()), {}))
             stop = {"task_id": record.get("id"), "status": record.get("status"), "result": text}
         elif starting and message is not None and message.status == "error":
@@ -373,7 +368,20 @@ class HookMiddleware(AgentMiddleware):
             blocks, warnings = yield from self._event("SubagentStop", subagent, {**who, **stop})
             notes += warnings
             feedback += blocks
-        return _annotate(result, call["id"], notes, feedback)
+        if message is None or not (notes or feedback):
+            return result
+        changed: dict[str, Any] = {}  # hook feedback appended, warnings kept for the transcript
+        if notes:
+            changed["additional_kwargs"] = {**message.additional_kwargs, "hook_warnings": [
+                *message.additional_kwargs.get("hook_warnings", []), *notes]}
+        if feedback:
+            changed["content"] = f"{message.text}\n\nHook feedback: " + "\n".join(feedback)
+        updated = message.model_copy(update=changed)
+        if isinstance(result, ToolMessage):
+            return updated
+        messages = [updated if m is message else m for m in result.update["messages"]]
+        return Command(graph=result.graph, update={**result.update, "messages": messages},
+                       resume=result.resume, goto=result.goto)
 
     async def background_task_ended(self, record: Mapping[str, Any]) -> list[str]:
         """Run ``SubagentStop`` for a background task's ledger ``record`` as it ends; return the feedback
@@ -416,35 +424,6 @@ def _task_id() -> str | None:
         return (get_config().get("metadata") or {}).get(TASK_ID_METADATA_KEY)
     except Exception:  # noqa: BLE001 - outside a run there is no task
         return None
-
-
-def _tool_message(result: Any, tool_call_id: str) -> ToolMessage | None:
-    if isinstance(result, ToolMessage):
-        return result
-    if isinstance(result, Command) and isinstance(result.update, Mapping):
-        for message in result.update.get("messages") or ():
-            if isinstance(message, ToolMessage) and message.tool_call_id == tool_call_id:
-                return message
-    return None
-
-
-def _annotate(result: Any, tool_call_id: str, notes: list[str], feedback: list[str]) -> Any:
-    """The tool result with hook feedback appended and warnings kept for the transcript."""
-    message = _tool_message(result, tool_call_id)
-    if message is None or not (notes or feedback):
-        return result
-    changed: dict[str, Any] = {}
-    if notes:
-        changed["additional_kwargs"] = {**message.additional_kwargs,
-                                        "hook_warnings": [*message.additional_kwargs.get("hook_warnings", []), *notes]}
-    if feedback:
-        changed["content"] = f"{message.text}\n\nHook feedback: " + "\n".join(feedback)
-    updated = message.model_copy(update=changed)
-    if isinstance(result, ToolMessage):
-        return updated
-    messages = [updated if m is message else m for m in result.update["messages"]]
-    return Command(graph=result.graph, update={**result.update, "messages": messages},
-                   resume=result.resume, goto=result.goto)
 
 
 def _cwd() -> str:

@@ -53,17 +53,13 @@ def normalize_mcp_config(value: Any) -> dict[str, dict[str, Any]] | None:
                 raise SpecError(f"expected each list item to be a server name or {{name: config}}, got {brief(item)}")
     else:
         raise SpecError(f"expected a mapping of MCP server names to configs, got {brief(value)}")
-    return {_name(name): _server(name, config) for name, config in servers.items()}
+    return {name: _server(name, config) for name, config in servers.items()}
 
 
-def _name(name: Any) -> str:
+def _server(name: Any, config: Any) -> dict[str, Any]:
     if not isinstance(name, str) or not SERVER_NAME.fullmatch(name):
         raise SpecError("expected MCP server names of letters, digits, '-' and '_' (at most 40), "
                         f"got {brief(name)}")
-    return name
-
-
-def _server(name: str, config: Any) -> dict[str, Any]:
     where = f"MCP server {brief(name)}"
     if config is None:
         return {}
@@ -155,15 +151,15 @@ def check_mcp_servers(config: Mapping[str, Mapping[str, Any]] | None,
 # there. Sessions open at exit are closed and waited for (bounded), or a hung stdio server would outlive us.
 
 CLOSE_GRACE_S = 5.0  # how long a sync caller waits past its own bound for the loop to hand back a timed-out call
-EXIT_WAIT_S = 6.0  # for open sessions to end their servers at exit (the stdio client waits 2 s, then terminates)
 
 _open: set[McpSessions] = set()
 _open_lock = threading.Lock()
 
 
 @atexit.register
-def close_open_sessions(wait_s: float = EXIT_WAIT_S) -> None:
-    """Close every task's sessions still open and wait (bounded) until their servers are ended."""
+def close_open_sessions(wait_s: float = 6.0) -> None:
+    """Close every task's sessions still open and wait (bounded: the stdio client waits 2 s, then terminates) until
+    their servers are ended."""
     with _open_lock:
         sessions = list(_open)
     for each in sessions:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sys
@@ -158,8 +159,18 @@ def with_own_async_client(model: Any) -> tuple[Any, Callable[[], Awaitable[None]
         log.warning("%s could not be rebuilt from its settings (%s); background children share its client",
                     type(model).__name__, exc)
         return model, None
-    if anthropic_family:
-        return copy, _own_anthropic_client(copy)
+    if anthropic_family:  # a fresh pool for the SDK client the integration would build (key, URL, retries...)
+        import anthropic
+
+        slot = getattr(type(copy), "_async_client", None)
+        if not isinstance(slot, functools.cached_property):
+            log.warning("%s keeps its async client in a way this library does not know; background children "
+                        "share its connection pool with the parent", type(copy).__name__)
+            return copy, None
+        proxy = getattr(copy, "anthropic_proxy", None)
+        http = anthropic.DefaultAsyncHttpxClient(**({"proxy": proxy} if proxy else {}))
+        copy.__dict__["_async_client"] = slot.__get__(copy, type(copy)).with_options(http_client=http)
+        return copy, http.aclose
     client = own if own is not None else getattr(copy, "http_async_client", None) if openai_family else None
     return copy, (client.aclose if client is not None else None)
 
@@ -169,21 +180,3 @@ def _is_provider_model(model: object, module: str, name: str) -> bool:
     loaded = sys.modules.get(module)
     cls = getattr(loaded, name, None)
     return isinstance(cls, type) and isinstance(model, cls)
-
-
-def _own_anthropic_client(copy: Any) -> Callable[[], Awaitable[None]] | None:
-    """Give a fresh ``ChatAnthropic`` its own async pool; how to close it (``None``: it shares the pool)."""
-    import functools
-
-    import anthropic
-
-    slot = getattr(type(copy), "_async_client", None)
-    if not isinstance(slot, functools.cached_property):
-        log.warning("%s keeps its async client in a way this library does not know; background children "
-                    "share its connection pool with the parent", type(copy).__name__)
-        return None
-    proxy = getattr(copy, "anthropic_proxy", None)
-    http = anthropic.DefaultAsyncHttpxClient(**({"proxy": proxy} if proxy else {}))
-    # The SDK client the integration would build (its key, URL, headers, retries, timeout), on our pool.
-    copy.__dict__["_async_client"] = slot.__get__(copy, type(copy)).with_options(http_client=http)
-    return http.aclose

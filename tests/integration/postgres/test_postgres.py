@@ -29,7 +29,7 @@ from helpers.background import NOTICE, ledger, notices, on_task, run_script, sta
 from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents.ledger import saved_value
 from subagents.ledger import LedgerChannel
-from subagents.outcome import merge_records
+from subagents.ledger import merge_records
 from helpers.postgres import cli, project, rows  # noqa: F401 - project is a fixture
 from subagents.settings import DelegationSettings
 

@@ -33,7 +33,7 @@ from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import SpecError
 from subagents.ledger import saved_value
 from subagents.ledger import LedgerChannel
-from subagents.outcome import merge_records
+from subagents.ledger import merge_records
 from subagents.background import merge_async_records
 
 ANSWER = "done." + " The work is complete; every requested detail is included in this report." * 4

@@ -98,7 +98,7 @@ def test_a_crafted_whole_ledger_in_a_checkpoint_runs_nothing(tmp_path):
     import zlib
 
     from subagents.ledger import LedgerChannel
-    from subagents.outcome import merge_records
+    from subagents.ledger import merge_records
 
     marker = tmp_path / "ran"
     kind, data = JsonPlusSerializer().dumps_typed({"t": {"id": "t", "x": hostile(f"touch {marker}")}})
