@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from helpers.graphs import parent_script, records, tool_messages, user
 from langchain_core.tools import tool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel
-from middleware.limits import ForceToolUse, _ForcedCall
+import middleware.limits
+from middleware.limits import ForceToolUse
 from subagents.settings import DelegationSettings
 
 pytestmark = pytest.mark.realmodel
@@ -29,17 +29,12 @@ def lookup(topic: str) -> str:
     return f"{topic} has a long history."
 
 
-class EveryCallUsesATool(ForceToolUse):
-    """Forces a tool call on every model call that offers a tool, not only a turn's first: a child that loops."""
-
-    def _forced(self, request: Any) -> _ForcedCall | None:
-        specs = [convert_to_openai_tool(t)["function"] for t in request.tools]
-        return _ForcedCall(request, specs) if specs else None
-
-
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
-def test_smollm2_looping_under_max_turns_ends_with_an_answer_of_its_own(local_model, mode):  # noqa: F811
+def test_smollm2_looping_under_max_turns_ends_with_an_answer_of_its_own(local_model, mode, monkeypatch):  # noqa: F811
     import asyncio
+
+    # Every model call that offers a tool is forced to use one, not only a turn's first: a child that loops.
+    monkeypatch.setattr(middleware.limits, "is_first_call_of_turn", lambda messages: True)
 
     import httpx
 
@@ -48,7 +43,7 @@ def test_smollm2_looping_under_max_turns_ends_with_an_answer_of_its_own(local_mo
     own = {"http_async_client": httpx.AsyncClient()} if mode == "ainvoke" else {}
     child = {"name": "researcher", "description": "Looks things up.", "system_prompt": "Look things up.",
              "model": local_model.chat_model(max_tokens=32, **own), "tools": [lookup], "max_turns": 3,
-             "middleware": [EveryCallUsesATool()]}
+             "middleware": [ForceToolUse()]}
     agent = create_deep_agent(parent, subagents=[child], settings=DelegationSettings.of(
         general_purpose=False, short_answer_threshold=0,
     ))
