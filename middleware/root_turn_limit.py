@@ -7,6 +7,7 @@ node and a checkpoint more) in LangChain's ``run_model_call_count``, an ``Untrac
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import warnings
 from collections.abc import Callable, Generator, Iterator
@@ -84,6 +85,9 @@ class RootBudget:
     def __init__(self, budget: Budget, *, prices: PriceTable | None = None, name: str | None = None) -> None:
         self.budget, self.prices, self.agent_name = budget, prices, name
         self._unmetered_said = False
+        # The model steps (by checkpoint namespace, the newest kept) that made their last call: a middleware that
+        # calls the model again in that step (a retry, a fallback) gets the end, not another call past the limit.
+        self._last_called: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     def metered(self, graph: GraphT) -> GraphT:
         """``graph`` run with the :class:`~subagents.metering.RunMeter` counting a root middleware's own calls."""
@@ -105,10 +109,15 @@ class RootBudget:
         if self.budget.spent_error(foreseen=True) is None:
             with self._metered(refuses=True):
                 return (yield from then(request))
-        if any(stopped_by_limit(m) == "budget" for m in request.messages):
+        step = (get_config().get("metadata") or {}).get("langgraph_checkpoint_ns")
+        if any(stopped_by_limit(m) == "budget" for m in request.messages) or step in self._last_called:
             return self._ended(None)  # spent, and it had its last call: a middleware sent the run back to the model
-        with self._metered(refuses=False) as meter:
-            return self._ended((yield from then(request.override(tools=[], tool_choice=None))))
+        if isinstance(step, str):
+            self._last_called[step] = None
+            while len(self._last_called) > 1024:
+                self._last_called.popitem(last=False)
+        with self._metered(refuses=False) as meter:  # an answer in words: no tool, structured output's included
+            return self._ended((yield from then(request.override(tools=[], tool_choice=None, response_format=None))))
         return self._ended(None, str(meter.stopped_by))  # no price for the model: not even the last call counts
 
     @contextlib.contextmanager

@@ -250,12 +250,13 @@ class Budget:
         self.max_tokens, self.max_usd, self.prices = max_tokens, max_usd, check_prices(prices)
         self._lock = threading.Lock()
         self._scales: dict[str, float] = {}  # model name -> reported / estimated input tokens
+        self._let_in_alone: set[str | None] = set()  # models whose one call at its estimate went (see hold)
         self.reset()
 
     def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *, refuse: bool = True,
              alone_at_estimate: bool = False, instead_of: tuple[int, float] = (0, 0.0)) -> tuple[int, float]:
         """Reserve a call of ``estimate`` tokens at the learned ratio, or :data:`MAX_TOKEN_SCALE` before one.
-        ``alone_at_estimate``: with nothing else held, an estimate that fits goes through, holding the clamp.
+        ``alone_at_estimate``: with nothing else held, a model's first call that fits goes through, holding the clamp.
         ``instead_of``: room held ahead for this call (:meth:`TaskMeter.last_call`), given back under the lock."""
         with self._lock:
             self.reserved = max(0, self.reserved - instead_of[0])
@@ -268,9 +269,11 @@ class Budget:
                 refuse = self.spent_error() is not None
             if scale is not None:
                 return self._reserve(tokens, usd, refuse)
-            if not alone_at_estimate or self.reserved or self.reserved_usd:  # refused at the clamp: not spent
-                return self._reserve(tokens, usd, refuse, remember=False)
-            # Alone: admitted at its estimate, holding the clamp while it runs, so no sibling counts on that room.
+            if not alone_at_estimate or self.reserved or self.reserved_usd or model_name in self._let_in_alone:
+                return self._reserve(tokens, usd, refuse, remember=False)  # refused at the clamp: not spent
+            # Alone, its model's first: admitted at its estimate, holding the clamp while it runs, so no sibling
+            # counts on that room. Once: a model whose reports teach no ratio would pass the limit on every call.
+            self._let_in_alone.add(model_name)
             admit = token_count(estimate)
             self._reserve(admit, admit * dollars(input_price) / 1_000_000, refuse, remember=False)
             self.reserved += tokens - admit

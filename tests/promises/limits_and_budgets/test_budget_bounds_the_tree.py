@@ -7,6 +7,8 @@ when it is reached, plus the parent's one last answer once the budget is spent.
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import threading
 from typing import Any
 
@@ -14,17 +16,24 @@ import pytest
 from helpers.billing import BillingModel
 from helpers.graphs import user
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, hook_config
+from langchain.agents.middleware import AgentMiddleware, ModelRetryMiddleware, hook_config
+from langchain.agents.structured_output import ToolStrategy
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 from langgraph.errors import GraphRecursionError
+from pydantic import BaseModel, Field
 
 from bench.budget import ROWS, run_row
 from deep_agent import create_deep_agent
-from deep_agent.testing import tool_call
+from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget, BudgetExceeded
+from subagents.metering import prompt_estimate
 from subagents.outcome import stopped_by_limit
 from subagents.settings import DelegationSettings
+
+
+class _Verdict(BaseModel):
+    verdict: str
 
 
 def _echo(x: str) -> str:
@@ -218,3 +227,56 @@ def test_a_root_tools_model_calls_are_refused_once_the_budget_cannot_cover_them(
     with pytest.raises(BudgetExceeded):
         run(create_deep_agent(parent, [summarize_all], budget=budget), user("go"))
     assert len(inner.billed) < 10 and budget.tokens <= budget.max_tokens + max(o for _, o in inner.billed)
+
+
+class _Dense16(ScriptedChatModel):
+    """Bills each prompt at exactly 16x the budget's estimate of it, and reports no usage."""
+
+    billed: list[tuple[int, int]] = Field(default_factory=list)
+
+    def _respond(self, messages, tools):
+        result = super()._respond(messages, tools)
+        message = result.generations[0].message
+        message.usage_metadata = None
+        prompt = math.ceil(prompt_estimate(messages, {"tools": tools} if tools else None) * 16)
+        self.billed.append((prompt, max(1, (len(message.text) + len(json.dumps(message.tool_calls))) // 4)))
+        return result
+
+
+def test_a_retried_or_replaced_last_call_is_not_a_new_one_and_the_run_ends_on_the_limit(run):
+    # The root's tool-less last call failed, and a user's ModelRetryMiddleware (outermost) called the model again:
+    # each retry was another last call past the spent budget (6 sent, 2.6x the limit), and the run ended on the
+    # retry's error, not the limit's message.
+    parent = BillingModel(responses=[{"tool_calls": [tool_call("task", description="big job", subagent_type="r")]}],
+                          default=RuntimeError("HTTP 500 from the provider"), model_name="parent-model")
+    child = BillingModel(default="child answer " * 400, model_name="child-model")
+    budget = Budget(max_tokens=3_000)
+    agent = create_deep_agent(parent, [], subagents=[{"name": "r", "description": "d", "model": child}], budget=budget,
+                              middleware=[ModelRetryMiddleware(max_retries=5, initial_delay=0.0, jitter=False)])
+    out = run(agent, user("go"))
+    assert [call["tools"] for call in parent.calls][1:] == [[]]  # one last call, without tools
+    assert stopped_by_limit(out["messages"][-1]) == "budget"
+
+
+def test_the_last_call_of_a_root_with_structured_output_is_offered_no_tool_either(run):
+    # request.override(tools=[]) kept the response format, so LangChain bound its structured-output tool to the
+    # "tool-less" last call, and the answer given through it was dropped.
+    parent = BillingModel(responses=[{"tool_calls": [tool_call("task", description="big job", subagent_type="r")]},
+                                     "the parent's answer in words"], model_name="parent-model")
+    child = BillingModel(default="child answer " * 400, model_name="child-model")
+    budget = Budget(max_tokens=3_000)
+    agent = create_deep_agent(parent, [], subagents=[{"name": "r", "description": "d", "model": child}], budget=budget,
+                              response_format=ToolStrategy(_Verdict))
+    out = run(agent, user("go"))
+    assert parent.calls[-1]["tools"] == [] and stopped_by_limit(out["messages"][-1]) == "budget"
+    assert "the parent's answer in words" in out["messages"][-1].text
+
+
+def test_a_root_model_that_never_teaches_its_ratio_is_let_in_at_its_estimate_once(run):
+    # Every root call made alone was let in at its estimate while its model had no learned ratio: a root model
+    # billing 16x and reporting nothing, looping on its own tool, passed the limit by up to 15x a prompt.
+    for limit in (120_000, 150_000, 180_000):
+        parent = _Dense16(default={"tool_calls": [tool_call("_echo", x="more " * 20)]}, model_name="p")
+        run(create_deep_agent(parent, [_echo], budget=Budget(max_tokens=limit)), user("go"), {"recursion_limit": 400})
+        billed = sum(i + o for i, o in parent.billed)
+        assert billed <= limit + max(o for _, o in parent.billed) + sum(parent.billed[-1]), (limit, parent.billed)
