@@ -23,7 +23,7 @@ from langgraph.types import Command
 from langgraph.typing import ContextT
 
 from middleware.limits import last_ai
-from subagents.errors import BudgetExceeded, SpecError
+from subagents.errors import BudgetExceeded, MaxTurnsReached, SpecError
 from subagents.metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools, run_meter_in
 from subagents.outcome import limit_stop, stopped_by_limit
 from subagents.plans import ModelCallPlan
@@ -107,8 +107,10 @@ class RootBudget:
         if isinstance(last, AIMessage) and stopped_by_limit(last) == "budget":
             return last  # the run ends on the budget's stop, which replaces itself
         if self.budget.spent_error(foreseen=True) is None:
-            with self._metered(refuses=True):
-                return (yield from then(request))
+            with self._metered(refuses=True) as meter:
+                response = yield from then(request)
+                if not isinstance(meter.stopped_by, BudgetExceeded):  # refused inside, a retry's answer: the end
+                    return response
         step = (get_config().get("metadata") or {}).get("langgraph_checkpoint_ns")
         if any(stopped_by_limit(m) == "budget" for m in request.messages) or step in self._last_called:
             return self._ended(None)  # spent, and it had its last call: a middleware sent the run back to the model
@@ -118,7 +120,8 @@ class RootBudget:
                 self._last_called.popitem(last=False)
         with self._metered(refuses=False) as meter:  # an answer in words: no tool, structured output's included
             return self._ended((yield from then(request.override(tools=[], tool_choice=None, response_format=None))))
-        return self._ended(None, str(meter.stopped_by))  # no price for the model: not even the last call counts
+        refused = meter.stopped_by  # no price for the model, or a second call: the end, not another call
+        return self._ended(None, None if isinstance(refused, MaxTurnsReached) else str(refused))
 
     @contextlib.contextmanager
     def _metered(self, *, refuses: bool) -> Iterator[TaskMeter]:
@@ -129,11 +132,14 @@ class RootBudget:
                 warnings.warn(UNMETERED, UserWarning, stacklevel=1)
         meter = TaskMeter(budget=self.budget, prices=self.prices)
         meter.refuses = refuses
+        # The last call past a spent budget is one call: a middleware inside that calls again (a retry after it
+        # failed, a fallback model) is refused, and the run ends on the limit's message.
+        meter.max_turns = None if refuses else 1
         meter.alone_at_estimate = True  # the root's calls run alone: the first teaches its model's ratio
         try:  # handed to every model call made inside, so the call actually sent (a fallback's) is charged
             with metered_apart(meter, child=False):
                 yield meter
-        except BudgetExceeded as refused:
+        except (BudgetExceeded, MaxTurnsReached) as refused:
             if meter.stopped_by is not refused:
                 raise
 

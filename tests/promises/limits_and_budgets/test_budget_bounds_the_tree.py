@@ -243,7 +243,8 @@ class _Dense16(ScriptedChatModel):
         return result
 
 
-def test_a_retried_or_replaced_last_call_is_not_a_new_one_and_the_run_ends_on_the_limit(run):
+@pytest.mark.parametrize("stack", [True, False], ids=["deepagents-stack", "plain"])
+def test_a_retried_or_replaced_last_call_is_not_a_new_one_and_the_run_ends_on_the_limit(run, stack):
     # The root's tool-less last call failed, and a user's ModelRetryMiddleware (outermost) called the model again:
     # each retry was another last call past the spent budget (6 sent, 2.6x the limit), and the run ended on the
     # retry's error, not the limit's message.
@@ -252,7 +253,8 @@ def test_a_retried_or_replaced_last_call_is_not_a_new_one_and_the_run_ends_on_th
     child = BillingModel(default="child answer " * 400, model_name="child-model")
     budget = Budget(max_tokens=3_000)
     agent = create_deep_agent(parent, [], subagents=[{"name": "r", "description": "d", "model": child}], budget=budget,
-                              middleware=[ModelRetryMiddleware(max_retries=5, initial_delay=0.0, jitter=False)])
+                              middleware=[ModelRetryMiddleware(max_retries=5, initial_delay=0.0, jitter=False)],
+                              settings=DelegationSettings.of(deepagents_stack=stack))  # inner to it, or outer
     out = run(agent, user("go"))
     assert [call["tools"] for call in parent.calls][1:] == [[]]  # one last call, without tools
     assert stopped_by_limit(out["messages"][-1]) == "budget"
