@@ -149,17 +149,27 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
     earlier ``export`` set) and its cwd, found from ``base``: after ``cd DIR``, ``DIR`` (`cd scripts && ./guard.sh`)."""
     command: list[str] = []
     exported: list[str] = []
+    subshells: list[tuple[Path, list[str]]] = []  # what a `( ... )` ends: its cd and export stay inside
     for word in [*words, ";"]:
         if word not in _OPERATORS:
             command.append(word)
             continue
         if command:
-            yield [*exported, *command], base
             program = [w for w in command if not _ASSIGNMENT.match(w)]
-            if program[:1] == ["cd"] and (moved := _resolved(base / program[-1])) is not None and moved.is_dir():
+            # env -C DIR / --chdir=DIR runs its command there; cd and pushd move the commands after it.
+            chdir = next((w.partition("=")[2] or (program + [""])[n + 1] for n, w in enumerate(program)
+                          if program[:1] == ["env"] and (w in ("-C", "--chdir") or w.startswith("--chdir="))), None)
+            moved = _resolved(base / (chdir or program[-1])) if chdir or program[:1] in (["cd"], ["pushd"]) else None
+            moved = moved if moved is not None and moved.is_dir() else None
+            yield [*exported, *command], (moved if chdir and moved else base)
+            if program[:1] in (["cd"], ["pushd"]) and moved is not None:
                 base = moved
             if program[:1] == ["export"]:  # "$PWD" is the folder it was exported in
                 exported += [_PWD.sub(str(base), w) for w in command if _ASSIGNMENT.match(w)]
+        if word == "(":
+            subshells.append((base, list(exported)))
+        elif word == ")" and subshells:
+            base, exported = subshells.pop()
         command = []
 
 

@@ -89,6 +89,13 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
     ({"diff.json.textconv": "env --split-string='python3 -m json.tool'"}, {}, "argparse.py"),
     ({"diff.json.textconv": "sh -c -- 'python3 -m json.tool'"}, {}, "argparse.py"),
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\npython3 tools/\n", "tools/__main__.py": "ok\n"}, "tools/__main__.py"),
+    # and a subshell's cd that ends with it, env -C's folder, pushd.
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\n(cd docs && true)\npython3 -m json.tool a.json\n",
+          "docs/index.md": "x\n"}, "argparse.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nenv -C tools python3 -m json.tool a.json\n", "tools/a.py": "x\n"},
+     "tools/argparse.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\npushd tools\npython3 -m json.tool a.json\n", "tools/a.py": "x\n"},
+     "tools/argparse.py"),
 ]
 
 
