@@ -865,25 +865,19 @@ def test_a_copy_holding_another_keys_original_is_withheld(value):
     assert withheld == {"b": f"cannot be copied (its deep copy holds the original {'dict' if isinstance(value, LiveHandle) else 'list'})"}
 
 
-def test_a_copy_holding_a_private_keys_or_another_keys_original_is_withheld_on_every_path():
-    # The originals a copy was checked against were the shared keys' only: a copy handing back the object the
-    # parent keeps under a private key reached the child, and a fork's inherited artifact handing back another
-    # key's object reached it too (each check saw only its own originals).
+def test_a_forks_inherited_history_holding_another_keys_original_fails_naming_it():
+    # The history a fork inherits was checked against its own objects only: an artifact whose copy hands back the
+    # object the state holds under another key reached the child (each check saw only its own originals).
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
     from subagents.boundary import ChildInput
     from subagents.errors import SubagentsError
 
-    secret, accounts = {"token": ["s3cret"]}, {"accounts": ["alice"]}
-
-    def handing(target: Any) -> Any:  # its copy is ``target``, found by its class (as a registry lookup), not held
-        return type("Hands", (), {"__deepcopy__": lambda self, memo: target})()
-
-    state = {"messages": [], "secret": secret, "b": handing(secret)}
-    made = ChildInput.of(state, "go", frozenset({"secret"}), fork=False, tool_call_id=None)
-    assert "secret" not in made.given and made.withheld == {"b": "cannot be copied (its deep copy holds the original dict)"}
+    accounts = {"accounts": ["alice"]}
+    # Its copy is ``accounts``, found by its class (as a registry lookup would be), not held by the artifact.
+    artifact = type("Hands", (), {"__deepcopy__": lambda self, memo: accounts})()
     history = [HumanMessage("go"), AIMessage("", tool_calls=[{"id": "f1", "name": "fetch", "args": {}}]),
-               ToolMessage("fetched", tool_call_id="f1", artifact=handing(accounts)),
+               ToolMessage("fetched", tool_call_id="f1", artifact=artifact),
                AIMessage("", tool_calls=[{"id": "t1", "name": "task", "args": {}}])]
     with pytest.raises(SubagentsError, match=r"\('messages'\) cannot be copied \(its deep copy holds the original"):
         ChildInput.of({"messages": history, "a": accounts}, "go", frozenset(), fork=True, tool_call_id="t1")
