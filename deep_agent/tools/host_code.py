@@ -135,8 +135,9 @@ def command_files(words: list[str], base: Path, root: Path | None) -> set[Path]:
             parts = [part for part in WORD_PARTS.split(word) if part]
             folders = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
             script = n > 0 and command[n - 1:n] == program and bool(Path(word).suffix)  # missing yet or not
-            found.update(p for part in (parts if len(parts) > 1 else [word])
-                         if (p := _inside(part, cwd, root, folders=folders, named=script)) is not None)
+            found.update(p for part in (parts if len(parts) > 1 else [word])  # PYTHONSTARTUP=x.py: a file to come
+                         if (p := _inside(part, cwd, root, folders=folders,
+                                          named=script or (folders and part != parts[0] and bool(_FILE.search(part))))))
         for kind, folder, top in starts(command, cwd):
             found.update(p for name in ("__pycache__", top, *(top + s for s in importlib.machinery.all_suffixes()))
                          if kind != "node" and top.isidentifier()
@@ -144,33 +145,88 @@ def command_files(words: list[str], base: Path, root: Path | None) -> set[Path]:
     return found
 
 
+def script_text(text: str) -> str:
+    """A script as one command, each line a command of its own (a ``cd`` or an ``export`` holds on the next line); a
+    heredoc's text read as commands in a subshell (a shell may run it, and its ``cd`` never moves the script's)."""
+    lines: list[str] = []
+    end = None
+    for line in text.replace("\\\n", "").splitlines():
+        if end is not None and line.strip() == end:
+            lines.append(")")
+            end = None
+            continue
+        lines.append(line)
+        if end is None and (heredoc := _HEREDOC.search(line)):
+            end = heredoc.group(1)
+            lines.append("(")
+    return "\n;\n".join(lines)  # a comment ends its line
+
+
+_HEREDOC = re.compile(r"(?<!<)<<-?\s*['\"]?(\w+)")
+
+
 def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], Path]]:
     """Each simple command of a shell command's ``words`` (its leading ``NAME=value`` words with it, and those an
-    earlier ``export`` set) and its cwd, found from ``base``: after ``cd DIR``, ``DIR`` (`cd scripts && ./guard.sh`)."""
+    earlier ``export`` set; ``$PWD`` its folder; no redirection) and its cwd, found from ``base``: after ``cd DIR``,
+    ``DIR`` (`cd scripts && ./guard.sh`), one missing yet too. One reader for every command text: read as commands
+    in a subshell, a word holding a space (``sh -c``, ``eval``, ``script -c``, ``su -c``) and a script inside
+    ``base`` the command runs (with its ``#!`` line's command); a script it sources, in place (its cd holds)."""
+    top, read = base, set[Path]()
     command: list[str] = []
     exported: list[str] = []
     subshells: list[tuple[Path, list[str]]] = []  # what a `( ... )` ends: its cd and export stay inside
-    for word in [*words, ";"]:
+    todo = [";", *reversed(words)]  # a stack: what a command runs is read next
+    while todo:
+        word = todo.pop()
+        if word in _REDIRECTIONS:  # `pushd sub >/dev/null`: its target is no word of the command
+            if todo and todo[-1] not in _OPERATORS:
+                todo.pop()
+            continue
         if word not in _OPERATORS:
-            command.append(word)
+            command.append(_PWD.sub(str(base), word))
             continue
         if command:
             program = [w for w in command if not _ASSIGNMENT.match(w)]
             # env -C DIR / --chdir=DIR runs its command there; cd and pushd move the commands after it.
             chdir = next((w.partition("=")[2] or (program + [""])[n + 1] for n, w in enumerate(program)
                           if program[:1] == ["env"] and (w in ("-C", "--chdir") or w.startswith("--chdir="))), None)
-            moved = _resolved(base / (chdir or program[-1])) if chdir or program[:1] in (["cd"], ["pushd"]) else None
-            moved = moved if moved is not None and moved.is_dir() else None
+            target = chdir or (program[-1] if program[:1] in (["cd"], ["pushd"]) and len(program) > 1 else "")
+            moved = _resolved(base / target) if target and not target.startswith(("-", "~")) and not {
+                "$", "`"} & set(target) else None
+            moved = moved if moved is not None and (moved.is_dir() or not os.path.lexists(moved)) else None
             yield [*exported, *command], (moved if chdir and moved else base)
             if program[:1] in (["cd"], ["pushd"]) and moved is not None:
                 base = moved
-            if program[:1] == ["export"]:  # "$PWD" is the folder it was exported in
-                exported += [_PWD.sub(str(base), w) for w in command if _ASSIGNMENT.match(w)]
+            if program[:1] == ["export"]:
+                exported += [w for w in command if _ASSIGNMENT.match(w)]
+            todo += reversed([*_runs(program, base, top, read), ";"])
         if word == "(":
             subshells.append((base, list(exported)))
         elif word == ")" and subshells:
             base, exported = subshells.pop()
         command = []
+
+
+def _runs(program: list[str], cwd: Path, top: Path, read: set[Path]) -> list[str]:
+    """The command text a simple command runs beside its own words, each once (see :func:`simple_commands`)."""
+    out: list[str] = []
+    shell = False  # after a shell, `.` or `source`: its first operand is a script
+    for n, word in enumerate(program):
+        if n and any(c.isspace() for c in word):
+            out += ["(", *shell_words(word), ")", ";"]
+        path = _resolved(cwd / word)
+        text = read_regular(path, 1 << 20).decode("utf-8", "replace") if path and top in path.parents else ""
+        sourced = shell and program[n - 1] in (".", "source")
+        if path is not None and text and path not in read and (n == 0 or shell or text.startswith("#!")):
+            read.add(path)
+            first = text.partition("\n")[0]
+            interpreter = shell_words(first[2:]) if first.startswith("#!") and not sourced else []
+            shell_script = not interpreter or any(_SHELL.fullmatch(_name(w)) for w in interpreter)
+            body = shell_words(script_text(text)) if shell_script else []
+            out += [*body, ";"] if sourced else ["(", *interpreter, str(path), ";", *body, ")", ";"]
+        shell = (not word.startswith("-") and (word in (".", "source") or bool(_SHELL.fullmatch(_name(word))))) or (
+            shell and word.startswith("-"))
+    return out
 
 
 def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
@@ -183,7 +239,7 @@ def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
     words = [part for n, word in enumerate(command) for part in _split_string(command[n - 1:n], word)]
     for at in (n for n, word in enumerate(words) if _starts_programs(word)):
         path = next((w for w in reversed(words[:at]) if w.startswith("PYTHONPATH=")), "=").partition("=")[2]
-        yield from _started(words[at:], cwd, [(cwd / _PWD.sub(str(cwd), e)).resolve() for e in path.split(":") if e])
+        yield from _started(words[at:], cwd, [(cwd / e).resolve() for e in path.split(":") if e])
 
 
 def _split_string(before: list[str], word: str) -> list[str]:
@@ -198,17 +254,14 @@ def _split_string(before: list[str], word: str) -> list[str]:
 
 
 def _started(words: list[str], cwd: Path, paths: list[Path]) -> Iterator[tuple[str, Path, str]]:
-    name = _name(words[0])
-    if _PYTHON.fullmatch(name):
+    if "/" in words[0] and not words[0].startswith(("/", "~", "$")):  # .venv/bin/python: from the command's cwd
+        words = [str(cwd / words[0]), *words[1:]]
+    if _python(words[0]):
         yield from ((words[0], folder, "") for folder in paths)
-    if name in _NODE:
-        yield "node", cwd, ""
-    elif _SHELL.fullmatch(name):
-        at = next((n + 1 for n, w in enumerate(words[:-1]) if re.fullmatch(r"-[a-z]*c[a-z]*", w)), len(words))
-        script = next((w for w in words[at:] if w != "--"), "")  # sh -c -- 'script'
-        for inner, inner_cwd in simple_commands(shell_words(script), cwd):
-            yield from starts(inner, inner_cwd)
-    elif _PYTHON.fullmatch(name):
+    if _name(words[0]) in _NODE:  # node's folder is its script's (a package runner's, its cwd)
+        script = next((w for w in words[1:] if not w.startswith("-")), "") if _name(words[0]) == "node" else ""
+        yield "node", (_resolved(cwd / script) or cwd).parent if Path(script).suffix else cwd, ""
+    elif _python(words[0]):
         args = iter(words[1:])
         for word in args:
             if word == "--" or word == "-" or not word.startswith("-"):  # a script, or stdin
@@ -241,15 +294,22 @@ def _name(word: str) -> str:
     return Path(word).name.strip("${}") if not _ASSIGNMENT.match(word) else ""
 
 
+def _python(word: str) -> bool:
+    """Whether ``word`` may name a python: by its name, or an expansion (``"$PY"``: any program)."""
+    return bool(_PYTHON.fullmatch(_name(word))) or (word[:1] in "$`" and not _ASSIGNMENT.match(word))
+
+
 def _starts_programs(word: str) -> bool:
-    """Whether ``word`` names a program :func:`starts` reads: a python, node or a package runner, or a shell."""
-    return (name := _name(word)) in _NODE or bool(_SHELL.fullmatch(name) or _PYTHON.fullmatch(name))
+    """Whether ``word`` names a program :func:`starts` reads: a python, node or a package runner."""
+    return _name(word) in _NODE or _python(word)
 
 
 _OPERATORS = frozenset({"&&", "||", ";", ";;", "|", "&", "|&", "(", ")", "!", "{", "}"})
 """The words after which a shell command starts."""
+_REDIRECTIONS = frozenset({"<", ">", ">>", "<<", "<&", ">&", "&>"})
 
 
+_FILE = re.compile(r"\w\.[A-Za-z]\w*$")  # a name with a suffix: x.py, .envrc.local
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _PWD = re.compile(r"\$\{?PWD\}?|\$\(pwd\)|`pwd`")  # the shell's own folder, as a word names it
 
@@ -314,5 +374,5 @@ def _inside(word: str, base: Path, root: Path | None, *, folders: bool, named: b
 def _resolved(path: Path) -> Path | None:
     try:
         return path.resolve()
-    except (OSError, RuntimeError):  # a symlink loop
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL
         return None

@@ -38,6 +38,7 @@ from deep_agent.tools.host_code import (
     command_files,
     import_names,
     read_regular,
+    script_text,
     shell_words,
     simple_commands,
     starts,
@@ -128,6 +129,7 @@ class Protected:
             repos.append((entry, entry.parent if entry.name in VCS_DIRS else None))
         for venv in venvs:  # every one, on PATH or not, with what its python runs at its start
             found.update((path, why) for path, why in _environment(venv, self.root, VENV).items() if path not in found)
+        found.update((path, why) for path, why in _started_with(None, self.root, []) if path not in found)
         if (enclosing := _enclosing(self.root)) is not None:
             repos.append(enclosing)
         found.update((p, DIRENV) for envrc in envrcs for p in _direnv_loads(envrc, self.root) if p not in found)
@@ -252,30 +254,40 @@ def _environment(venv: Path, root: Path, why: str) -> dict[Path, str]:
 _AT_START = ("sitecustomize", "usercustomize")  # imported at every start, unasked, from any folder on the path
 
 
-def _started_with(venv: Path, root: Path, held: list[Path]) -> Iterator[tuple[Path, str]]:
+def _started_with(venv: Path | None, root: Path, held: list[Path]) -> Iterator[tuple[Path, str]]:
     """What ``venv``'s python runs at its start from ``root`` outside ``venv``: :data:`_AT_START` in every form in
-    each folder its ``.pth`` files add (an editable install's ``src``), and its base interpreter's environment."""
+    each folder its ``.pth`` files add (an editable install's ``src``, a folder an import line names), and its base
+    interpreter's environment. No ``venv``: what any python of the host does, by the ``.pth`` files of the user's
+    site and of each environment on ``PATH`` (the system's too)."""
 
     def inside(path: str) -> Path | None:
         found = Path(os.path.realpath(path))
         return found if (found == root or root in found.parents) and not any(
             found == part or part in found.parents for part in held) else None
 
-    for line in read_regular(venv / "pyvenv.cfg", 65536).decode("utf-8", "replace").splitlines():
+    for line in read_regular(venv / "pyvenv.cfg", 65536).decode("utf-8", "replace").splitlines() if venv else ():
         key, _, value = line.partition("=")
         if key.strip() == "home" and (home := inside(value.strip())) not in (None, root):
             yield (home.parent if home.parent != root else home), PROGRAMS  # never the whole workspace
-    sites = [*venv.glob("lib*/python*/site-packages"), venv / "Lib" / "site-packages"]
-    pths = sorted({pth for site in sites if site.is_dir() for pth in site.glob("*.pth")})
+    user = Path(os.environ.get("PYTHONUSERBASE") or os.path.expanduser("~/.local"))
+    on_path = (Path(p).parent for p in os.get_exec_path() if os.path.isabs(p))
+    prefixes = [venv] if venv else {user, *on_path, Path(sys.base_prefix)}
+    pths: set[Path] = set()
+    for prefix in prefixes:
+        with contextlib.suppress(OSError):  # a folder this user cannot read: nor can its python
+            pths.update(pth for site in (*prefix.glob("lib*/python*/*-packages"), prefix / "Lib" / "site-packages")
+                        if site.is_dir() for pth in site.glob("*.pth"))
     suffixes = importlib.machinery.all_suffixes()
-    for pth in pths:
+    for pth in sorted(pths):
         for line in read_regular(pth, 1 << 20).decode("utf-8", "replace").splitlines():
-            if not line.strip() or line.startswith(("#", "import ", "import\t")):
-                continue  # site.addpackage's own rules: an import line runs (the venv's own file, protected)
-            if (folder := inside(os.path.join(pth.parent, line.rstrip()))) is None:
-                continue  # a missing one too: site adds it at the start after a command made it
-            startup = [folder / f"{name}{suffix}" for name in _AT_START for suffix in ("", *suffixes)]  # "": a package
-            yield from ((path, STARTUP) for path in _with_bytecode(folder, startup))
+            # site.addpackage's own rules: an import line runs (a folder it names may be put on the path)
+            imports = line.startswith(("import ", "import\t"))
+            named = re.findall(r"['\"]([^'\"]+)['\"]", line) if imports else [line.rstrip()]
+            for entry in named if line.strip() and not line.startswith("#") else []:
+                if (folder := inside(os.path.join(pth.parent, entry))) is None:
+                    continue  # a missing one too: site adds it at the start after a command made it
+                startup = [folder / f"{name}{suffix}" for name in _AT_START for suffix in ("", *suffixes)]  # "": dir
+                yield from ((path, STARTUP) for path in _with_bytecode(folder, startup))
 
 
 def _import_folders(root: Path) -> list[Path]:
@@ -440,23 +452,25 @@ def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str, st
 
 
 def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str, str]]:
-    """``(file it came from, "", value)`` of every entry of Mercurial's (or Sapling's) ``hgrc`` (a ``[hooks]`` value
-    is a command) and of every file it ``%include``s, the include's path a value too."""
-    todo, read = [hgrc], set()
+    """``(file it came from, its section, value)`` of every entry of Mercurial's (or Sapling's) ``hgrc`` (a ``[hooks]``
+    value is a command) and of every file it ``%include``s, the include's path a value too (``include.path``)."""
+    todo, read, section = [hgrc], set(), ""
     while todo:
         with contextlib.suppress(OSError, RuntimeError):  # a symlink loop
             if (file := todo.pop().resolve()) in read:
                 continue
             read.add(file)
             for line in read_regular(file, 1 << 20).decode("utf-8", "replace").splitlines():
+                if line.startswith("["):
+                    section = line.strip("[] \t")
                 if not line.strip() or line.lstrip().startswith(("#", ";", "[", "%unset")):
                     continue
                 if line.startswith("%include"):
-                    yield file, "", (named := line.removeprefix("%include").strip())
+                    yield file, "include.path", (named := line.removeprefix("%include").strip())
                     with contextlib.suppress(RuntimeError):  # ~nobody: hg reads the rest of the file all the same
                         todo.append(file.parent / Path(os.path.expandvars(named)).expanduser())
                 else:  # key = value, or a value's indented continuation
-                    yield file, "", (line if line[:1] in " \t" else line.partition("=")[2]).strip()
+                    yield file, section, (line if line[:1] in " \t" else line.partition("=")[2]).strip()
 
 
 def _jj_entries(config: Path) -> Iterator[tuple[Path | None, str, str]]:
@@ -533,7 +547,9 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
             words = shell_words(value.removeprefix("!"))
             command = len(words) > 1 or value.startswith("!")
             for part in (part for word in words for part in WORD_PARTS.split(word) if part not in ("", ".", "..")):
-                shaped = "/" in part or part.startswith((".", "~"))
+                # A path whatever its shape: an include's, or a file a hook or an extension loads (python:x.py:f).
+                shaped = "/" in part or part.startswith((".", "~")) or key.casefold().endswith("path") or (
+                    key in ("hooks", "extensions") and bool(Path(part).suffix))
                 tails = [part[i + 1:] for i, c in enumerate(part) if c == "/"]  # "$(git rev-parse --show-toplevel)/x"
                 for base, name in [(base, name) for base in bases for name in (part, *tails)]:
                     try:
@@ -558,10 +574,10 @@ def _hook_entries(hooks: list[Path]) -> Iterator[tuple[Path | None, str, str]]:
     its lines as one command (a ``cd`` or an ``export`` holds on the next line)."""
     for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)
                  if not e.name.endswith(".sample")):  # git init's examples: git runs none of them
-        lines = read_regular(hook, 1 << 20).decode("utf-8", "replace").replace("\\\n", "").splitlines()
+        text = read_regular(hook, 1 << 20).decode("utf-8", "replace")
         quoted = shlex.quote(str(hook))
-        shebang = [f"{lines[0][2:]} {quoted}"] if lines and lines[0].startswith("#!") else []
-        yield from ((hook, "", value) for value in (quoted, *shebang, "\n;\n".join(lines)))  # a comment ends its line
+        shebang = [f"{text[2:].partition(chr(10))[0]} {quoted}"] if text.startswith("#!") else []
+        yield from ((hook, "", value) for value in (quoted, *shebang, script_text(text)))
 
 
 def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Iterator[tuple[Path, str]]:
@@ -571,8 +587,9 @@ def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Ite
     folders: dict[Path, set[str]] = {}
     for kind, folder, module in started:
         if folder == root or root in folder.parents:
-            if kind == "node":
-                yield from ((path, RUN) for path in _environment_of(folder / "node_modules" / ".bin", root))
+            if kind == "node":  # node resolves a require from each node_modules up from its script's folder
+                yield from ((path, RUN) for up in (folder, *folder.parents) if up == root or root in up.parents
+                            for path in _environment_of(up / "node_modules" / ".bin", root))
             else:
                 folders.setdefault(folder, set(import_names())).update((module, *_installed(kind)))
     for folder, names in folders.items():
@@ -615,6 +632,7 @@ def _direnv_loads(envrc: Path, root: Path) -> Iterator[Path]:
         read.add(file)
         yield file
         text = read_regular(file if not file.is_dir() else file / ".envrc", 1 << 20).decode("utf-8", "replace")
+        todo += command_files(shell_words(script_text(text)), file.parent, root)  # what any command of it names
         for command, _ in (c for line in text.splitlines() for c in simple_commands(shell_words(line), file.parent)):
             if (default := _DIRENV.get(command[0])) is not None:
                 folders = file.parent.parents if command[0].startswith("source_up") else [file.parent]

@@ -96,6 +96,27 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
      "tools/argparse.py"),
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\npushd tools\npython3 -m json.tool a.json\n", "tools/a.py": "x\n"},
      "tools/argparse.py"),
+    # One reader for every command text (found by a review): a redirection's target is no word of the command, a
+    # word holding a space is read as a command (eval, script -c), a script a command runs or sources is read (its
+    # #! line too), a heredoc's text never moves the hook's cd, an expansion may name a python, $PWD is the folder
+    # in any word, and a cd into a folder made later moves.
+    ({}, {".git/hooks/pre-commit": "#!/bin/bash\npushd tools >/dev/null\npython3 -m json.tool a.json\n",
+          "tools/a.py": "x\n"}, "tools/argparse.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\neval 'python3 -m mytool'\n"}, "mytool.py"),
+    ({"diff.json.textconv": "script -qc 'python3 -m json.tool' /dev/null"}, {}, "argparse.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\n. ./scripts/env.sh\npython3 -c 'import json'\n",
+          "scripts/env.sh": 'export PYTHONPATH="$PWD/lib"\n', "lib/a.py": "x\n"}, "lib/json.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nscripts/check.sh\n",
+          "scripts/check.sh": "#!/bin/sh\npython3 -c 'import json'\n"}, "json.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\ntools/lint.py\n",
+          "tools/lint.py": "#!/usr/bin/env python3\nimport json\n"}, "tools/json.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\ncat >/dev/null <<TXT\ncd docs\nTXT\npython3 -m mytool\n",
+          "docs/a.md": "x\n"}, "mytool.py"),
+    ({}, {".git/hooks/pre-commit": '#!/bin/sh\nPY=$(command -v python3)\n"$PY" -m mytool\n'}, "mytool.py"),
+    ({}, {".git/hooks/pre-commit": '#!/bin/sh\nPYTHONUSERBASE="$PWD/.pyuser" python3 -c pass\n'},
+     ".pyuser/lib/python3.11/site-packages/usercustomize.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nmkdir -p build && cd build && python3 -m mytool\n"},
+     "build/mytool.py"),
 ]
 
 
