@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import contextvars
 import decimal
@@ -976,9 +975,6 @@ def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None)
     return next((h for h in handlers if isinstance(h, RunMeter) and (budget is None or h.budget is budget)), None)
 
 
-MAX_FOLLOWED = 4096  # runs a _NodeMeter follows at once: far more than run together, however many never end
-
-
 def _forwarded(event: str) -> Callable[..., None]:
     """A :class:`_NodeMeter` handler handing a model ``event`` to the meter of the run it is made in."""
     def forward(self: _NodeMeter, *args: Any, run_id: Any, parent_run_id: Any = None, **kwargs: Any) -> None:
@@ -996,9 +992,10 @@ class _NodeMeter(BaseCallbackHandler):
     ignore_agent = ignore_retriever = ignore_retry = ignore_custom_event = True
 
     def __init__(self) -> None:
-        # A run started with its own callbacks in a metered node -> its meter; at most MAX_FOLLOWED, as a run's end
-        # may never come (cancelled, a stream left unread). An OrderedDict: its pops are atomic, safe on any thread.
-        self._runs: collections.OrderedDict[Any, RunMeter] = collections.OrderedDict()
+        # A run started with its own callbacks in a metered node -> its meter, until the run ends: never evicted, as
+        # a call in a run forgotten would go uncharged. LangChain reports every run's end (a cancelled one's, a
+        # stream's closed or dropped unread), so it holds the runs open now. A dict: its pops are atomic.
+        self._runs: dict[Any, RunMeter] = {}
 
     def _meter(self, parent_run_id: Any) -> RunMeter | None:
         if parent_run_id is not None:
@@ -1012,8 +1009,6 @@ class _NodeMeter(BaseCallbackHandler):
                        **kwargs: Any) -> None:
         if (meter := self._meter(parent_run_id)) is not None:
             self._runs[run_id] = meter
-            if len(self._runs) > MAX_FOLLOWED:
-                self._runs.popitem(last=False)
 
     def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
         self._runs.pop(run_id, None)
