@@ -441,7 +441,8 @@ class TaskMeter(BaseCallbackHandler):
         # The last stop raised in the child, until a call goes through: read by the runner, so a child middleware
         # turning errors into answers (ModelRetryMiddleware) cannot hide it.
         self.stopped_by: SubagentError | None = None
-        self._calls: dict[Any, _Call] = {}  # run id -> the running call, as it was sent and priced
+        # Run id -> its running calls, as sent and priced: several where concurrent calls share one (a config reused).
+        self._calls: dict[Any, list[_Call]] = {}
         self._lock = threading.Lock()
         self._tools: dict[Any, tuple[str, float]] = {}  # run id -> (tool name, started): tools running now
         self._last_tool: tuple[str, float, float] | None = None  # the latest to end: name, started, ended
@@ -657,10 +658,17 @@ class TaskMeter(BaseCallbackHandler):
             self.model_calls += 1
         self._progress(None, None)
         try:
-            self._calls[run_id] = self._sent(prompt, kwargs, wrapping)
+            call = self._sent(prompt, kwargs, wrapping)
         except BudgetExceeded as refused:
-            with self._lock:  # refused before it reached the model: no call was made
-                self.model_calls -= 1
+            # Refused before it reached the model: no call was made, nor any of its batch (LangChain starts a batch's
+            # prompts one by one, then sends none), whose holds those started already give back.
+            params = kwargs.get("invocation_params")
+            batch = [(rid, call) for rid, calls in list(self._calls.items()) for call in list(calls)
+                     if params is not None and call.params is params]
+            for rid, call in batch:
+                self._release(rid, call)
+            with self._lock:
+                self.model_calls -= 1 + len(batch)
             self._raising(refused)  # the meter's own stop, which no child middleware may turn into an answer
             raise
         try:
@@ -668,8 +676,9 @@ class TaskMeter(BaseCallbackHandler):
         except RuntimeError:  # no event loop: a sync call, whose end LangChain always reports
             task = None
         if task is not None:  # cancelled, LangChain reports no end: the task's end is the call's at the latest
-            task.add_done_callback(lambda _: self._ended_unfinished(run_id))
+            task.add_done_callback(lambda _: self._ended_unfinished(run_id, call=call))
         self.stopped_by = None  # a call let through: no earlier stop held (a sibling gave back room)
+        self._calls.setdefault(run_id, []).append(call)
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None, **kwargs: Any) -> None:
         self._start_call(run_id, messages, kwargs)
@@ -727,11 +736,11 @@ class TaskMeter(BaseCallbackHandler):
         self.on_tool_end(None, run_id=run_id)
         self._saw(error, "tool_error")
 
-    def _ended_unfinished(self, run_id: Any, response: LLMResult | None = None) -> None:
+    def _ended_unfinished(self, run_id: Any, response: LLMResult | None = None, call: _Call | None = None) -> None:
         # A call it let start was sent: failed or abandoned (a stream closed early, a cancelled one reporting
         # nothing), it is charged its prompt and any partial reply, and gives its hold back.
-        if run_id in self._calls:
-            self._end_call(run_id, response or LLMResult(generations=[]))
+        if any(call in (None, running) for running in self._calls.get(run_id, ())):
+            TaskMeter._end_call(self, run_id, response or LLMResult(generations=[]), call)
 
     def _saw(self, error: BaseException, origin: StopReason) -> None:
         if self._raised(error):
@@ -768,7 +777,7 @@ class TaskMeter(BaseCallbackHandler):
             except BudgetExceeded:
                 self._give_back_own(own)
                 raise
-        return _Call(name, priced, estimate, *held, time.monotonic(), own)
+        return _Call(name, priced, estimate, *held, time.monotonic(), own, prompt, kwargs.get("invocation_params"))
 
     def _hold_own(self, estimate: int, name: str | None,
                   priced: tuple[str, tuple[float, float]] | None) -> tuple[int, float]:
@@ -792,10 +801,15 @@ class TaskMeter(BaseCallbackHandler):
         with self._lock:
             self._own_held = (max(0, self._own_held[0] - own[0]), max(0.0, self._own_held[1] - own[1]))
 
-    def _release(self, run_id: Any) -> _Call | None:  # the call as sent, its holds given back (None: not seen)
-        call = self._calls.pop(run_id, None)
-        if call is None:
-            return None
+    def _release(self, run_id: Any, call: _Call | None = None) -> _Call | None:
+        """The call ended (``call``, else the run id's first), its holds given back; ``None``: not running here."""
+        with self._lock:
+            running = self._calls.get(run_id, [])
+            if (call := call or next(iter(running), None)) not in running:
+                return None
+            running.remove(call)
+            if not running:
+                del self._calls[run_id]
         self.longest_call_s = max(self.longest_call_s, time.monotonic() - call.started)
         if (call.tokens or call.usd) and self.budget is not None:
             self.budget.release(call.tokens, call.usd)
@@ -805,8 +819,8 @@ class TaskMeter(BaseCallbackHandler):
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         self._end_call(run_id, response)
 
-    def _end_call(self, run_id: Any, response: LLMResult) -> None:
-        call = self._release(run_id)
+    def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> None:
+        call = self._release(run_id, call)
         try:
             reported_in, reported_out, replied = _usage_of(response)
         except Exception:  # noqa: BLE001 - a report that cannot be read is none: the call is charged what it held
@@ -943,11 +957,14 @@ class RunMeter(TaskMeter):
         self.alone_at_estimate = True  # a hook's calls run one after another: the first teaches the ratio
         self.ended = ended
         self.in_tools = TaskMeter(budget=budget, prices=prices)  # calls in (or nested in) the root's tool step
+        self._last_end: Any = None  # the last reply or error ended: see _start_call
         _meter_node_calls()
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
-        # A call is seen twice where it inherits this meter and _NodeMeter hands it over too: charged once.
-        if not _METERED_APART.get() and run_id not in self._calls and run_id not in self.in_tools._calls:
+        # A call is seen twice where it inherits this meter and _NodeMeter hands it over too: charged once, told by
+        # its prompt's object (its run id may be another call's too, a config reused), its end by its reply's.
+        seen = any(call.prompt is prompt for meter in (self, self.in_tools) for call in meter._calls.get(run_id, ()))
+        if not _METERED_APART.get() and not seen:
             # In a root tool, this meter is in force: a call given metadata of its own is the tool step's still.
             meter = self.in_tools if _METER_IN_FORCE.get() is self or in_tool_step(kwargs.get("metadata")) else self
             try:
@@ -958,14 +975,25 @@ class RunMeter(TaskMeter):
                     raise
                 raise RunEnded(refused, Command(graph=node, update={"messages": [self.ended(refused)]})) from refused
 
-    def _end_call(self, run_id: Any, response: LLMResult) -> None:
-        for meter in (self, self.in_tools):
-            if run_id in meter._calls:  # a call it saw start: any other is another meter's
-                TaskMeter._end_call(meter, run_id, response)
+    def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> None:
+        meter = next((meter for meter in (self, self.in_tools) if run_id in meter._calls), None)
+        if meter is not None:  # a call it saw start: any other is another meter's
+            TaskMeter._end_call(meter, run_id, response, call)
+
+    def _first_end(self, event: Any) -> bool:
+        """Whether ``event`` (a call's reply or error) ends a call here, not one it already ended (see _start_call)."""
+        with self._lock:
+            first, self._last_end = event is not self._last_end, event
+        return first
+
+    def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
+        if self._first_end(response):
+            self._end_call(run_id, response)
 
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, response: LLMResult | None = None,
                      **kwargs: Any) -> None:
-        self._end_call(run_id, response or LLMResult(generations=[]))  # as a child's (TaskMeter)
+        if self._first_end(error):
+            self._end_call(run_id, response or LLMResult(generations=[]))  # as a child's (TaskMeter)
 
 
 def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None) -> RunMeter | None:
@@ -1051,6 +1079,8 @@ class _Call(NamedTuple):
     usd: float
     started: float = 0.0
     own: tuple[int, float] = (0, 0.0)  # what the task's own limits hold for it
+    prompt: Any = None  # as handed to the callbacks: one object however many handlers it reaches
+    params: Any = None  # its invocation parameters: one object for every prompt of a batch
 
 
 def _model_name(kwargs: dict[str, Any]) -> str | None:
