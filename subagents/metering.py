@@ -136,6 +136,12 @@ def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, 
     return call_price(prices, replied) or priced
 
 
+def unknown_model_price(prices: PriceTable | None) -> tuple[str, tuple[float, float]] | None:
+    """The price of a call whose sent model is not known (its start unseen): the dearest, never less than it cost;
+    its reply's name is no price (a router's, a deployment's, another model's)."""
+    return max((prices or {}).items(), key=lambda item: sum(item[1]), default=None)
+
+
 def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
     """A price table as ``{model: (input, output)}`` USD per million tokens, or ``ValueError`` naming the entry."""
     if prices is None:
@@ -827,8 +833,8 @@ class TaskMeter(BaseCallbackHandler):
             reported_in, reported_out, replied = 0, 0, None
         reported_in, reported_out = token_count(reported_in), token_count(reported_out)
         budget = self.budget
-        if call is None:  # a call whose start this meter did not see: its report is all there is
-            call = _Call(replied, call_price(self.prices or (budget.prices if budget else None), replied), 0, 0, 0.0)
+        if call is None:  # a call whose start this meter did not see: its report is all there is, but for its model
+            call = _Call(None, unknown_model_price(self.prices or (budget.prices if budget else None)), 0, 0, 0.0)
         # A count far below the estimate is charged the estimate at the learned ratio; no count at all is
         # charged what the call held (16x before a ratio), failed or cancelled too (the provider may have read
         # it all), or a dense tokenizer would pass the limit unseen.
@@ -957,12 +963,12 @@ class RunMeter(TaskMeter):
         self.alone_at_estimate = True  # a hook's calls run one after another: the first teaches the ratio
         self.ended = ended
         self.in_tools = TaskMeter(budget=budget, prices=prices)  # calls in (or nested in) the root's tool step
-        self._last_end: Any = None  # the last reply or error ended: see _start_call
         _meter_node_calls()
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
         # A call is seen twice where it inherits this meter and _NodeMeter hands it over too: charged once, told by
-        # its prompt's object (its run id may be another call's too, a config reused), its end by its reply's.
+        # its prompt's object, as its run id may be another call's too (a config reused). Its end's second coming
+        # finds it ended.
         seen = any(call.prompt is prompt for meter in (self, self.in_tools) for call in meter._calls.get(run_id, ()))
         if not _METERED_APART.get() and not seen:
             # In a root tool, this meter is in force: a call given metadata of its own is the tool step's still.
@@ -980,20 +986,9 @@ class RunMeter(TaskMeter):
         if meter is not None:  # a call it saw start: any other is another meter's
             TaskMeter._end_call(meter, run_id, response, call)
 
-    def _first_end(self, event: Any) -> bool:
-        """Whether ``event`` (a call's reply or error) ends a call here, not one it already ended (see _start_call)."""
-        with self._lock:
-            first, self._last_end = event is not self._last_end, event
-        return first
-
-    def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
-        if self._first_end(response):
-            self._end_call(run_id, response)
-
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, response: LLMResult | None = None,
                      **kwargs: Any) -> None:
-        if self._first_end(error):
-            self._end_call(run_id, response or LLMResult(generations=[]))  # as a child's (TaskMeter)
+        self._end_call(run_id, response or LLMResult(generations=[]))  # as a child's (TaskMeter)
 
 
 def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None) -> RunMeter | None:
