@@ -670,7 +670,7 @@ class TaskMeter(BaseCallbackHandler):
             # prompts one by one, then sends none), whose holds those started already give back.
             params = kwargs.get("invocation_params")
             batch = [(rid, call) for rid, calls in list(self._calls.items()) for call in list(calls)
-                     if params is not None and call.params is params]
+                     if params is not None and call.sent[1] is params]
             for rid, call in batch:
                 self._release(rid, call)
             with self._lock:
@@ -783,7 +783,7 @@ class TaskMeter(BaseCallbackHandler):
             except BudgetExceeded:
                 self._give_back_own(own)
                 raise
-        return _Call(name, priced, estimate, *held, time.monotonic(), own, prompt, kwargs.get("invocation_params"))
+        return _Call(name, priced, estimate, *held, time.monotonic(), own, _sent_as(prompt, kwargs))
 
     def _hold_own(self, estimate: int, name: str | None,
                   priced: tuple[str, tuple[float, float]] | None) -> tuple[int, float]:
@@ -963,13 +963,15 @@ class RunMeter(TaskMeter):
         self.alone_at_estimate = True  # a hook's calls run one after another: the first teaches the ratio
         self.ended = ended
         self.in_tools = TaskMeter(budget=budget, prices=prices)  # calls in (or nested in) the root's tool step
+        self._last_end: tuple[Any, Any] = (None, None)  # the run id and reply (or error) last ended: see _start_call
         _meter_node_calls()
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
         # A call is seen twice where it inherits this meter and _NodeMeter hands it over too: charged once, told by
-        # its prompt's object, as its run id may be another call's too (a config reused). Its end's second coming
-        # finds it ended.
-        seen = any(call.prompt is prompt for meter in (self, self.in_tools) for call in meter._calls.get(run_id, ()))
+        # the objects handed over (_sent_as, its end by its reply's), as its run id may be another call's too.
+        sent = _sent_as(prompt, kwargs)
+        seen = any(call.sent[0] is sent[0] and call.sent[1] is sent[1]
+                   for meter in (self, self.in_tools) for call in meter._calls.get(run_id, ()))
         if not _METERED_APART.get() and not seen:
             # In a root tool, this meter is in force: a call given metadata of its own is the tool step's still.
             meter = self.in_tools if _METER_IN_FORCE.get() is self or in_tool_step(kwargs.get("metadata")) else self
@@ -986,9 +988,20 @@ class RunMeter(TaskMeter):
         if meter is not None:  # a call it saw start: any other is another meter's
             TaskMeter._end_call(meter, run_id, response, call)
 
+    def _first_end(self, run_id: Any, event: Any) -> bool:
+        """Whether ``event`` (a call's reply or error) ends a call here, not one it already ended (see _start_call)."""
+        with self._lock:
+            last, self._last_end = self._last_end, (run_id, event)
+        return last[1] is not event or last[0] != run_id
+
+    def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
+        if self._first_end(run_id, response):
+            self._end_call(run_id, response)
+
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, response: LLMResult | None = None,
                      **kwargs: Any) -> None:
-        self._end_call(run_id, response or LLMResult(generations=[]))  # as a child's (TaskMeter)
+        if self._first_end(run_id, error):
+            self._end_call(run_id, response or LLMResult(generations=[]))  # as a child's (TaskMeter)
 
 
 def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None) -> RunMeter | None:
@@ -1074,8 +1087,13 @@ class _Call(NamedTuple):
     usd: float
     started: float = 0.0
     own: tuple[int, float] = (0, 0.0)  # what the task's own limits hold for it
-    prompt: Any = None  # as handed to the callbacks: one object however many handlers it reaches
-    params: Any = None  # its invocation parameters: one object for every prompt of a batch
+    sent: tuple[Any, Any] = (None, None)  # see _sent_as
+
+
+def _sent_as(prompt: Any, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """A call's prompt and invocation parameters as the objects LangChain hands every handler of its start (the
+    parameters: one for every prompt of a batch), which tell it from another call its run id may name too."""
+    return prompt[0] if isinstance(prompt, list) and len(prompt) == 1 else prompt, kwargs.get("invocation_params")
 
 
 def _model_name(kwargs: dict[str, Any]) -> str | None:

@@ -129,3 +129,29 @@ def test_a_batch_one_of_whose_prompts_is_refused_is_charged_nothing_and_holds_no
         else:
             asyncio.run(model.agenerate(prompts, callbacks=[meter]))
     assert (budget.tokens, budget.reserved, meter.model_calls, len(model.calls)) == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_calls_the_runs_meter_is_handed_twice_are_charged_once_a_run_id_shared_or_not(mode):
+    # A call given the node's callbacks, the run's meter among them, reaches it directly and through the handler
+    # following metered nodes: each is one call, whatever run id it shares with another running at once.
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    budget = Budget(max_tokens=1_000_000)
+    meter = RunMeter(budget)
+    model = BillingModel(default="answer " * 10, model_name="m")
+    shared = {"callbacks": [meter], "run_id": uuid.uuid4()}
+
+    async def main():
+        await model.ainvoke("z" * 400, config={"callbacks": [meter]})
+        await asyncio.gather(model.ainvoke("x" * 4_000, config=shared), model.ainvoke("y" * 400, config=shared))
+
+    token = var_child_runnable_config.set({"callbacks": [meter]})  # a metered node's
+    try:
+        if mode == "sync":
+            model.invoke("z" * 400, config={"callbacks": [meter]})
+        asyncio.run(main())
+    finally:
+        var_child_runnable_config.reset(token)
+    assert (budget.reserved, meter.model_calls) == (0, len(model.billed))
+    assert budget.tokens == sum(i + o for i, o in model.billed)
