@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import contextvars
 import decimal
@@ -135,6 +134,12 @@ def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, 
     if not sent or not isinstance(replied, str) or not _refines(sent, replied):
         return priced
     return call_price(prices, replied) or priced
+
+
+def unknown_model_price(prices: PriceTable | None) -> tuple[str, tuple[float, float]] | None:
+    """The price of a call whose sent model is not known (its start unseen): the dearest, never less than it cost;
+    its reply's name is no price (a router's, a deployment's, another model's)."""
+    return max((prices or {}).items(), key=lambda item: sum(item[1]), default=None)
 
 
 def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
@@ -442,7 +447,8 @@ class TaskMeter(BaseCallbackHandler):
         # The last stop raised in the child, until a call goes through: read by the runner, so a child middleware
         # turning errors into answers (ModelRetryMiddleware) cannot hide it.
         self.stopped_by: SubagentError | None = None
-        self._calls: dict[Any, _Call] = {}  # run id -> the running call, as it was sent and priced
+        # Run id -> its running calls, as sent and priced: several where concurrent calls share one (a config reused).
+        self._calls: dict[Any, list[_Call]] = {}
         self._lock = threading.Lock()
         self._tools: dict[Any, tuple[str, float]] = {}  # run id -> (tool name, started): tools running now
         self._last_tool: tuple[str, float, float] | None = None  # the latest to end: name, started, ended
@@ -658,10 +664,17 @@ class TaskMeter(BaseCallbackHandler):
             self.model_calls += 1
         self._progress(None, None)
         try:
-            self._calls[run_id] = self._sent(prompt, kwargs, wrapping)
+            call = self._sent(prompt, kwargs, wrapping)
         except BudgetExceeded as refused:
-            with self._lock:  # refused before it reached the model: no call was made
-                self.model_calls -= 1
+            # Refused before it reached the model: no call was made, nor any of its batch (LangChain starts a batch's
+            # prompts one by one, then sends none), whose holds those started already give back.
+            params = kwargs.get("invocation_params")
+            batch = [(rid, call) for rid, calls in list(self._calls.items()) for call in list(calls)
+                     if params is not None and call.sent[1] is params]
+            for rid, call in batch:
+                self._release(rid, call)
+            with self._lock:
+                self.model_calls -= 1 + len(batch)
             self._raising(refused)  # the meter's own stop, which no child middleware may turn into an answer
             raise
         try:
@@ -669,8 +682,9 @@ class TaskMeter(BaseCallbackHandler):
         except RuntimeError:  # no event loop: a sync call, whose end LangChain always reports
             task = None
         if task is not None:  # cancelled, LangChain reports no end: the task's end is the call's at the latest
-            task.add_done_callback(lambda _: self._ended_unfinished(run_id))
+            task.add_done_callback(lambda _: self._ended_unfinished(run_id, call=call))
         self.stopped_by = None  # a call let through: no earlier stop held (a sibling gave back room)
+        self._calls.setdefault(run_id, []).append(call)
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None, **kwargs: Any) -> None:
         self._start_call(run_id, messages, kwargs)
@@ -728,11 +742,11 @@ class TaskMeter(BaseCallbackHandler):
         self.on_tool_end(None, run_id=run_id)
         self._saw(error, "tool_error")
 
-    def _ended_unfinished(self, run_id: Any, response: LLMResult | None = None) -> None:
+    def _ended_unfinished(self, run_id: Any, response: LLMResult | None = None, call: _Call | None = None) -> None:
         # A call it let start was sent: failed or abandoned (a stream closed early, a cancelled one reporting
         # nothing), it is charged its prompt and any partial reply, and gives its hold back.
-        if run_id in self._calls:
-            self._end_call(run_id, response or LLMResult(generations=[]))
+        if any(call in (None, running) for running in self._calls.get(run_id, ())):
+            TaskMeter._end_call(self, run_id, response or LLMResult(generations=[]), call)
 
     def _saw(self, error: BaseException, origin: StopReason) -> None:
         if self._raised(error):
@@ -769,7 +783,7 @@ class TaskMeter(BaseCallbackHandler):
             except BudgetExceeded:
                 self._give_back_own(own)
                 raise
-        return _Call(name, priced, estimate, *held, time.monotonic(), own)
+        return _Call(name, priced, estimate, *held, time.monotonic(), own, _sent_as(prompt, kwargs))
 
     def _hold_own(self, estimate: int, name: str | None,
                   priced: tuple[str, tuple[float, float]] | None) -> tuple[int, float]:
@@ -793,10 +807,15 @@ class TaskMeter(BaseCallbackHandler):
         with self._lock:
             self._own_held = (max(0, self._own_held[0] - own[0]), max(0.0, self._own_held[1] - own[1]))
 
-    def _release(self, run_id: Any) -> _Call | None:  # the call as sent, its holds given back (None: not seen)
-        call = self._calls.pop(run_id, None)
-        if call is None:
-            return None
+    def _release(self, run_id: Any, call: _Call | None = None) -> _Call | None:
+        """The call ended (``call``, else the run id's first), its holds given back; ``None``: not running here."""
+        with self._lock:
+            running = self._calls.get(run_id, [])
+            if (call := call or next(iter(running), None)) not in running:
+                return None
+            running.remove(call)
+            if not running:
+                del self._calls[run_id]
         self.longest_call_s = max(self.longest_call_s, time.monotonic() - call.started)
         if (call.tokens or call.usd) and self.budget is not None:
             self.budget.release(call.tokens, call.usd)
@@ -806,16 +825,16 @@ class TaskMeter(BaseCallbackHandler):
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         self._end_call(run_id, response)
 
-    def _end_call(self, run_id: Any, response: LLMResult) -> None:
-        call = self._release(run_id)
+    def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> None:
+        call = self._release(run_id, call)
         try:
             reported_in, reported_out, replied = _usage_of(response)
         except Exception:  # noqa: BLE001 - a report that cannot be read is none: the call is charged what it held
             reported_in, reported_out, replied = 0, 0, None
         reported_in, reported_out = token_count(reported_in), token_count(reported_out)
         budget = self.budget
-        if call is None:  # a call whose start this meter did not see: its report is all there is
-            call = _Call(replied, call_price(self.prices or (budget.prices if budget else None), replied), 0, 0, 0.0)
+        if call is None:  # a call whose start this meter did not see: its report is all there is, but for its model
+            call = _Call(None, unknown_model_price(self.prices or (budget.prices if budget else None)), 0, 0, 0.0)
         # A count far below the estimate is charged the estimate at the learned ratio; no count at all is
         # charged what the call held (16x before a ratio), failed or cancelled too (the provider may have read
         # it all), or a dense tokenizer would pass the limit unseen.
@@ -944,11 +963,16 @@ class RunMeter(TaskMeter):
         self.alone_at_estimate = True  # a hook's calls run one after another: the first teaches the ratio
         self.ended = ended
         self.in_tools = TaskMeter(budget=budget, prices=prices)  # calls in (or nested in) the root's tool step
+        self._last_end: tuple[Any, Any] = (None, None)  # the run id and reply (or error) last ended: see _start_call
         _meter_node_calls()
 
     def _start_call(self, run_id: Any, prompt: Any, kwargs: dict[str, Any]) -> None:
-        # A call is seen twice where it inherits this meter and _NodeMeter hands it over too: charged once.
-        if not _METERED_APART.get() and run_id not in self._calls and run_id not in self.in_tools._calls:
+        # A call is seen twice where it inherits this meter and _NodeMeter hands it over too: charged once, told by
+        # the objects handed over (_sent_as, its end by its reply's), as its run id may be another call's too.
+        sent = _sent_as(prompt, kwargs)
+        seen = any(call.sent[0] is sent[0] and call.sent[1] is sent[1]
+                   for meter in (self, self.in_tools) for call in meter._calls.get(run_id, ()))
+        if not _METERED_APART.get() and not seen:
             # In a root tool, this meter is in force: a call given metadata of its own is the tool step's still.
             meter = self.in_tools if _METER_IN_FORCE.get() is self or in_tool_step(kwargs.get("metadata")) else self
             try:
@@ -959,14 +983,25 @@ class RunMeter(TaskMeter):
                     raise
                 raise RunEnded(refused, Command(graph=node, update={"messages": [self.ended(refused)]})) from refused
 
-    def _end_call(self, run_id: Any, response: LLMResult) -> None:
-        for meter in (self, self.in_tools):
-            if run_id in meter._calls:  # a call it saw start: any other is another meter's
-                TaskMeter._end_call(meter, run_id, response)
+    def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> None:
+        meter = next((meter for meter in (self, self.in_tools) if run_id in meter._calls), None)
+        if meter is not None:  # a call it saw start: any other is another meter's
+            TaskMeter._end_call(meter, run_id, response, call)
+
+    def _first_end(self, run_id: Any, event: Any) -> bool:
+        """Whether ``event`` (a call's reply or error) ends a call here, not one it already ended (see _start_call)."""
+        with self._lock:
+            last, self._last_end = self._last_end, (run_id, event)
+        return last[1] is not event or last[0] != run_id
+
+    def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
+        if self._first_end(run_id, response):
+            self._end_call(run_id, response)
 
     def on_llm_error(self, error: BaseException, *, run_id: Any = None, response: LLMResult | None = None,
                      **kwargs: Any) -> None:
-        self._end_call(run_id, response or LLMResult(generations=[]))  # as a child's (TaskMeter)
+        if self._first_end(run_id, error):
+            self._end_call(run_id, response or LLMResult(generations=[]))  # as a child's (TaskMeter)
 
 
 def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None) -> RunMeter | None:
@@ -974,9 +1009,6 @@ def run_meter_in(config: Mapping[str, Any] | None, budget: Budget | None = None)
     callbacks = (config or {}).get("callbacks")
     handlers = callbacks.handlers if isinstance(callbacks, BaseCallbackManager) else callbacks or []
     return next((h for h in handlers if isinstance(h, RunMeter) and (budget is None or h.budget is budget)), None)
-
-
-MAX_FOLLOWED = 4096  # runs a _NodeMeter follows at once: far more than run together, however many never end
 
 
 def _forwarded(event: str) -> Callable[..., None]:
@@ -996,9 +1028,10 @@ class _NodeMeter(BaseCallbackHandler):
     ignore_agent = ignore_retriever = ignore_retry = ignore_custom_event = True
 
     def __init__(self) -> None:
-        # A run started with its own callbacks in a metered node -> its meter; at most MAX_FOLLOWED, as a run's end
-        # may never come (cancelled, a stream left unread). An OrderedDict: its pops are atomic, safe on any thread.
-        self._runs: collections.OrderedDict[Any, RunMeter] = collections.OrderedDict()
+        # A run started with its own callbacks in a metered node -> its meter, until the run ends: never evicted, as
+        # a call in a run forgotten would go uncharged. LangChain reports every run's end (a cancelled one's, a
+        # stream's closed or dropped unread), so it holds the runs open now. A dict: its pops are atomic.
+        self._runs: dict[Any, RunMeter] = {}
 
     def _meter(self, parent_run_id: Any) -> RunMeter | None:
         if parent_run_id is not None:
@@ -1012,8 +1045,6 @@ class _NodeMeter(BaseCallbackHandler):
                        **kwargs: Any) -> None:
         if (meter := self._meter(parent_run_id)) is not None:
             self._runs[run_id] = meter
-            if len(self._runs) > MAX_FOLLOWED:
-                self._runs.popitem(last=False)
 
     def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
         self._runs.pop(run_id, None)
@@ -1056,6 +1087,13 @@ class _Call(NamedTuple):
     usd: float
     started: float = 0.0
     own: tuple[int, float] = (0, 0.0)  # what the task's own limits hold for it
+    sent: tuple[Any, Any] = (None, None)  # see _sent_as
+
+
+def _sent_as(prompt: Any, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """A call's prompt and invocation parameters as the objects LangChain hands every handler of its start (the
+    parameters: one for every prompt of a batch), which tell it from another call its run id may name too."""
+    return prompt[0] if isinstance(prompt, list) and len(prompt) == 1 else prompt, kwargs.get("invocation_params")
 
 
 def _model_name(kwargs: dict[str, Any]) -> str | None:

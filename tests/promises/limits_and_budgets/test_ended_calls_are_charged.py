@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 
 import pytest
-from langchain_core.messages import AIMessageChunk
+from helpers.billing import BillingModel
+from langchain_core.messages import AIMessageChunk, HumanMessage
 from langchain_core.outputs import ChatGenerationChunk
 
 from deep_agent.testing import ScriptedChatModel
@@ -92,3 +94,64 @@ def test_a_failing_call_is_charged_what_it_held_so_retries_of_a_dense_model_keep
             call = failing.invoke if mode == "invoke" else lambda *a, **k: asyncio.run(failing.ainvoke(*a, **k))
             call(PROMPT, config={"callbacks": [TaskMeter(budget=budget)]})
     assert budget.reserved == 0 and budget.tokens >= 3 * 16 * 5_000
+
+
+@pytest.mark.parametrize("meter_type", [TaskMeter, RunMeter])
+def test_concurrent_calls_sharing_a_run_id_are_each_charged_and_give_their_holds_back(meter_type):
+    # A config reused (its run_id too) for two calls at once: the second's start took the first's place, so the
+    # first's hold stayed for good (the child's meter: 16,016 tokens of a budget never freed) or the second was
+    # never seen (the run's meter: neither refused nor charged).
+    budget = Budget(max_tokens=1_000_000)
+    meter = meter_type(budget=budget)
+    model = BillingModel(default="answer " * 10, model_name="m")
+    config = {"callbacks": [meter], "run_id": uuid.uuid4()}
+
+    async def main():
+        await asyncio.gather(model.ainvoke("x" * 4_000, config=config), model.ainvoke("y" * 400, config=config))
+
+    asyncio.run(main())
+    assert (budget.reserved, meter.model_calls) == (0, 2)
+    assert budget.tokens == sum(i + o for i, o in model.billed)
+
+
+@pytest.mark.parametrize("meter_type", [TaskMeter, RunMeter])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_batch_one_of_whose_prompts_is_refused_is_charged_nothing_and_holds_nothing(meter_type, mode):
+    # LangChain starts a batch's prompts one by one and sends none once one is refused: the prompts started before
+    # it kept their holds for good (sync) or were charged them (async), for calls never made.
+    budget = Budget(max_tokens=20_000)  # the small prompt's hold fits, the large one's does not
+    meter = meter_type(budget=budget)
+    model = ScriptedChatModel(default="x", model_name="m")
+    prompts = [[HumanMessage("small " * 100)], [HumanMessage(PROMPT)]]
+    with pytest.raises(Exception, match="cannot cover"):
+        if mode == "sync":
+            model.generate(prompts, callbacks=[meter])
+        else:
+            asyncio.run(model.agenerate(prompts, callbacks=[meter]))
+    assert (budget.tokens, budget.reserved, meter.model_calls, len(model.calls)) == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_calls_the_runs_meter_is_handed_twice_are_charged_once_a_run_id_shared_or_not(mode):
+    # A call given the node's callbacks, the run's meter among them, reaches it directly and through the handler
+    # following metered nodes: each is one call, whatever run id it shares with another running at once.
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    budget = Budget(max_tokens=1_000_000)
+    meter = RunMeter(budget)
+    model = BillingModel(default="answer " * 10, model_name="m")
+    shared = {"callbacks": [meter], "run_id": uuid.uuid4()}
+
+    async def main():
+        await model.ainvoke("z" * 400, config={"callbacks": [meter]})
+        await asyncio.gather(model.ainvoke("x" * 4_000, config=shared), model.ainvoke("y" * 400, config=shared))
+
+    token = var_child_runnable_config.set({"callbacks": [meter]})  # a metered node's
+    try:
+        if mode == "sync":
+            model.invoke("z" * 400, config={"callbacks": [meter]})
+        asyncio.run(main())
+    finally:
+        var_child_runnable_config.reset(token)
+    assert (budget.reserved, meter.model_calls) == (0, len(model.billed))
+    assert budget.tokens == sum(i + o for i, o in model.billed)

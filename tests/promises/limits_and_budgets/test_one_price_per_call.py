@@ -17,13 +17,15 @@ from helpers.billing import BillingModel
 from helpers.graphs import records, user
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelFallbackMiddleware, SummarizationMiddleware
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import Budget
-from subagents.metering import call_price, reply_price
+from subagents.metering import TaskMeter, call_price, reply_price
 from subagents.outcome import stopped_by_limit
 from subagents.settings import DelegationSettings
 
@@ -441,3 +443,12 @@ def test_a_model_the_two_tables_price_differently_is_refused_naming_it():
     # The budget was charged at prices='s figure, a hundredth of the budget's own.
     with pytest.raises(ValueError, match="'priced'"):
         _one_child(Budget(max_usd=50.0, prices=PRICES), {"priced": (10.0, 20.0)})
+
+
+def test_a_call_whose_start_was_not_seen_is_priced_at_the_dearest_not_by_its_replys_name():
+    # Its reply's name was its price: a reply naming a cheap model charged a call to any other at the cheap price.
+    budget = Budget(max_usd=100.0, prices={"dear": (10.0, 10.0), "cheap": (0.01, 0.01)})
+    reply = AIMessage("ok", usage_metadata={"input_tokens": 1_000, "output_tokens": 1_000, "total_tokens": 2_000},
+                      response_metadata={"model_name": "cheap"})
+    TaskMeter(budget=budget).on_llm_end(LLMResult(generations=[[ChatGeneration(message=reply)]]), run_id="r")
+    assert budget.usd == pytest.approx(0.02)

@@ -205,18 +205,62 @@ def test_a_root_middlewares_loop_of_calls_is_refused_within_the_limit_and_the_ru
     assert sampler.refused == catches  # raised into the middleware, which may catch it
 
 
-def test_runs_followed_whose_end_never_comes_are_not_kept_for_good():
-    # Each run followed in a metered node (a call nested in with_retry, a chain) was kept until its end: one
-    # cancelled, or a stream left unread, never ends, and the process kept it for as long as it lived.
+def test_a_call_in_a_run_opened_before_thousands_of_others_is_charged_still():
+    # Past 4,096 runs open at once, the oldest was forgotten, and a model call made in it went uncharged.
     from uuid import uuid4
+
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, LLMResult
 
     from subagents.metering import RunMeter, _NodeMeter
 
-    node_meter, meter = _NodeMeter(), RunMeter(Budget(max_tokens=10**9))
-    parent = uuid4()
-    node_meter._runs[parent] = meter
-    for _ in range(10_000):  # each nested in the one before, none ending
-        run = uuid4()
+    node_meter, budget = _NodeMeter(), Budget(max_tokens=10**9)
+    node_meter._runs[node := uuid4()] = RunMeter(budget)
+    node_meter.on_chain_start({}, {}, run_id=(oldest := uuid4()), parent_run_id=node)
+    parent = oldest
+    for run in [uuid4() for _ in range(5_000)]:  # each nested in the one before, none ended yet
         node_meter.on_chain_start({}, {}, run_id=run, parent_run_id=parent)
         parent = run
-    assert len(node_meter._runs) < 10_000 and node_meter._runs[parent] is meter  # the newest still followed
+    call, reply = uuid4(), AIMessage("ok", usage_metadata={"input_tokens": 70, "output_tokens": 5, "total_tokens": 75})
+    node_meter.on_chat_model_start({}, [[]], run_id=call, parent_run_id=oldest)
+    node_meter.on_llm_end(LLMResult(generations=[[ChatGeneration(message=reply)]]), run_id=call, parent_run_id=oldest)
+    assert budget.tokens == 75
+
+
+def test_runs_followed_leave_as_they_end_cancelled_or_streamed_unread():
+    # Kept until their end, never evicted: every run's end comes, a cancelled one's and an unread stream's too.
+    import gc
+
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    from subagents.metering import _ONE_NODE_METER, RunMeter
+
+    async def slow(x: str) -> str:
+        await asyncio.sleep(60)
+        return x
+
+    def pieces(text: str) -> Any:
+        yield from text
+
+    own = {"callbacks": [_Tracer()]}
+    chain, streamed = RunnableLambda(str) | RunnableLambda(slow), RunnableLambda(str) | RunnableLambda(pieces)
+
+    async def cancelled() -> None:
+        task = asyncio.ensure_future(chain.ainvoke("a", config=own))
+        while not _ONE_NODE_METER._runs:
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    token = var_child_runnable_config.set({"callbacks": [RunMeter(Budget(max_tokens=10**9))]})  # a metered node's
+    try:
+        asyncio.run(cancelled())
+        stream = streamed.stream("ab", config=own)
+        next(stream)
+        assert _ONE_NODE_METER._runs
+        del stream
+        gc.collect()
+    finally:
+        var_child_runnable_config.reset(token)
+    assert not _ONE_NODE_METER._runs
