@@ -138,18 +138,13 @@ class ServerHealth:
             import httpx
 
             if isinstance(exc, (httpx.TransportError, OSError)):
-                raise self.failed(url, f"{type(exc).__name__}: {_short(exc)}", sent_at=sent) from None
+                raise self.failed(url, _reason(exc), sent_at=sent) from None
             if (code := status_code(exc)) in OUTAGE_STATUSES:
                 raise self.failed(url, f"HTTP {code}", sent_at=sent) from None
             self.answered(url)
             raise
         self.answered(url)
         return result
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip() or "(no message)"
-    return text if len(text) <= 160 else text[:159] + "…"
 
 
 # How a server's runs and threads read as task fields: a run that ends ``success`` (or ``interrupted``, on aegra)
