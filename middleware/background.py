@@ -553,14 +553,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def answer_approval(self, state: Mapping[str, object], task_id: str, decision: Literal["approve", "reject"],
                         reason: str = "") -> dict[str, object]:
         """:func:`subagents.background.answer_approval` given the parent's ``state`` (whose ``async_tasks`` holds
-        the task) rather than its graph and config.
-
-        Example::
-
-            out = agent.invoke({"messages": [...]}, config)
-            waiting = [t for t, r in out["async_tasks"].items() if r["status"] == "waiting_for_approval"]
-            middleware.answer_approval(out, waiting[0], "approve")
-        """
+        the task) rather than its graph and config: ``middleware.answer_approval(out, task_id, "approve")``."""
         runtime, answering = approval_answer(state, task_id, decision, reason)
         return runtime.run(answering)[0]
 
@@ -813,9 +806,6 @@ def _split(subagents: Sequence[AnySpec | RemoteSubagentSpec | Mapping[str, Any]]
                 raise SpecError(describe_validation_error(exc, label)) from None
         else:
             local.append(coerce_spec(spec))
-    names = [spec.name for spec in remote]  # a second spec of one name would silently replace the first
-    if (twice := next((name for name in names if names.count(name) > 1), None)) is not None:
-        raise SpecError(f"duplicate subagent name {twice!r}: each name must be unique")
     return local, remote
 
 

@@ -113,8 +113,6 @@ def workspace_of(args: argparse.Namespace, state: Path, runs: Sequence[Path] = (
         protected = Protected.of(folder, state_dir=state, agent_files=read_from)
         return Workspace(folder, protected=protected,
                          allow_home=bool(getattr(args, "allow_home_workspace", False)))
-    except NotADirectoryError:
-        raise UsageError(f"--workspace {root}: no such directory") from None
     except HomeWorkspace as exc:
         raise UsageError(f"--workspace: {exc}") from None
 
