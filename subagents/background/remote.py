@@ -15,6 +15,7 @@ import json
 import math
 import os
 import ssl
+import sys
 import time
 import uuid
 import weakref
@@ -399,8 +400,6 @@ AEGRA_APP_MODULE = "aegra_api.main"  # aegra's documented entry point (uvicorn a
 
 def in_process_client(timeout_s: float, headers: Mapping[str, str] | None = None) -> Any:
     """A client of the LangGraph Server this process runs, reached in-process; ``None`` when it runs none."""
-    import sys
-
     headers = {"User-Agent": USER_AGENT, **(headers or {})}
     if SERVER_MODULE in sys.modules:
         from langgraph_sdk import get_client
