@@ -8,9 +8,12 @@ no key needed on loopback); OpenAI (``OPENAI_API_KEY``); else :class:`NoModelCon
 from __future__ import annotations
 
 import contextlib
+import importlib
+import ipaddress
 import os
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from subagents.errors import SpecError, SubagentsError
 
@@ -68,9 +71,6 @@ def choose_model(name: str | None, env: Mapping[str, str] | None = None, *, time
 
 
 def _loopback(url: str) -> bool:
-    import ipaddress
-    from urllib.parse import urlsplit
-
     host = urlsplit(url).hostname or ""
     with contextlib.suppress(ValueError):
         return host == "localhost" or ipaddress.ip_address(host).is_loopback
@@ -83,8 +83,6 @@ def model_limits(timeout: float | None, max_tokens: int | None, retries: int) ->
 
 
 def _scripted_factory(target: str) -> Any:
-    import importlib
-
     module, _, attr = target.partition(":")
     if not module or not attr:
         raise SpecError(f"--model scripted:MODULE:FACTORY expected, got 'scripted:{target}'")

@@ -528,9 +528,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                                      settings=settings, runtime=self.runtime)
         self.parent_model = ParentModel(model)
         self._tools = None if tools is None else list(tools)
-        self.notify = background.notify
-        self.notice_result_chars = background.notice_result_chars
-        self.notice_total_chars = background.notice_total_chars
+        self.background = background
         self._orphan_search = OrphanSearch(self.tasks.remote.specs, START_TOOL_NAME)
         agents = [(s.name, s.description) for s in [*local, *remote]]
         skip = {n for mw in model_middleware or () if isinstance(mw, SubAgentMiddleware) for n in mw.registry.names}
@@ -553,14 +551,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def answer_approval(self, state: Mapping[str, object], task_id: str, decision: Literal["approve", "reject"],
                         reason: str = "") -> dict[str, object]:
         """:func:`subagents.background.answer_approval` given the parent's ``state`` (whose ``async_tasks`` holds
-        the task) rather than its graph and config.
-
-        Example::
-
-            out = agent.invoke({"messages": [...]}, config)
-            waiting = [t for t, r in out["async_tasks"].items() if r["status"] == "waiting_for_approval"]
-            middleware.answer_approval(out, waiting[0], "approve")
-        """
+        the task) rather than its graph and config: ``middleware.answer_approval(out, task_id, "approve")``."""
         runtime, answering = approval_answer(state, task_id, decision, reason)
         return runtime.run(answering)[0]
 
@@ -743,7 +734,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def _due(self, state: AgentState[ResponseT]) -> bool:
         return any(
             r.get("status") in LIVE_STATUSES
-            or (self.notify and r.get("status") in NOTEWORTHY_STATUSES and not r.get("announced"))
+            or (self.background.notify and r.get("status") in NOTEWORTHY_STATUSES and not r.get("announced"))
             for r in ledger_of(state).values()
         )
 
@@ -761,14 +752,14 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             updates[task_id] = {**record, **updates.get(task_id, {})}
         merged = merge_async_records(ledger, updates)
         out: dict[str, object] = {}
-        if self.notify:
+        if self.background.notify:
             due = [r for r in merged.values()
                    if r["status"] in NOTEWORTHY_STATUSES and not r.get("announced")]
             cut_off = [merged[i] for i, f in updates.items() if f.get("note") and not ledger.get(i, {}).get("note")]
             if due or cut_off:
                 for r in due:
                     updates.setdefault(r["id"], {})["announced"] = True
-                text = notice(due, self.notice_result_chars, self.notice_total_chars, cut_off)
+                text = notice(due, self.background.notice_result_chars, self.background.notice_total_chars, cut_off)
                 out["messages"] = [notice_message(text)]  # no user turn: resets no cap, forces no task
         if updates:
             out[ASYNC_LEDGER_KEY] = updates
@@ -813,9 +804,6 @@ def _split(subagents: Sequence[AnySpec | RemoteSubagentSpec | Mapping[str, Any]]
                 raise SpecError(describe_validation_error(exc, label)) from None
         else:
             local.append(coerce_spec(spec))
-    names = [spec.name for spec in remote]  # a second spec of one name would silently replace the first
-    if (twice := next((name for name in names if names.count(name) > 1), None)) is not None:
-        raise SpecError(f"duplicate subagent name {twice!r}: each name must be unique")
     return local, remote
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from deep_agent.cli.terminal import printable
-from subagents.errors import SubagentsError, redact_url
+from subagents.errors import SubagentsError, redact_url, safe_text
 
 MAX_MESSAGE_CHARS = 2000
 
@@ -42,7 +42,7 @@ def with_hint(text: str | None) -> str | None:
 def describe_error(exc: BaseException) -> str:
     """One line for ``exc``; the URL tried when a request failed on the way to a server."""
     try:
-        text = with_hint(_text(exc)) or type(exc).__name__
+        text = with_hint(safe_text(exc)) or type(exc).__name__
         url = _url_tried(exc)
         names = {type(link).__name__ for link in _chain(exc)}
         form = next(form for mark, form in SERVER_ERRORS if any(mark in name for name in names))
@@ -50,12 +50,6 @@ def describe_error(exc: BaseException) -> str:
         return printable(" ".join(redact_url(text).split())[:MAX_MESSAGE_CHARS])
     except Exception:  # noqa: BLE001 - the failure path never raises
         return type(exc).__name__
-
-
-def _text(exc: BaseException) -> str:
-    with contextlib.suppress(Exception):
-        return str(exc) or type(exc).__name__
-    return type(exc).__name__
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

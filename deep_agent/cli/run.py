@@ -13,7 +13,7 @@ from typing import Any
 from deep_agent.cli.agents import agent_problems, plan_models, read_mapping, read_profiles, require_dirs
 from deep_agent.cli.errors import UsageError
 from deep_agent.cli.folder_trust import HOW_TO_TRUST, TrustRecord, config_dir, describe, fingerprint, folder_commands
-from deep_agent.cli.terminal import TypedLines
+from deep_agent.cli.terminal import TypedLines, printable
 from deep_agent.tools.host_code import files_run_by
 from subagents import Budget, BuildOptions, SpecError, discover_agents
 
@@ -45,7 +45,6 @@ def run_command(args: argparse.Namespace) -> int:
 
     from deep_agent.cli.folder_trust import notes_unseen
     from deep_agent.cli.session import run_turns
-    from deep_agent.cli.terminal import printable
 
     setup = prepare_run(args)
     console = Console()
@@ -113,8 +112,6 @@ def workspace_of(args: argparse.Namespace, state: Path, runs: Sequence[Path] = (
         protected = Protected.of(folder, state_dir=state, agent_files=read_from)
         return Workspace(folder, protected=protected,
                          allow_home=bool(getattr(args, "allow_home_workspace", False)))
-    except NotADirectoryError:
-        raise UsageError(f"--workspace {root}: no such directory") from None
     except HomeWorkspace as exc:
         raise UsageError(f"--workspace: {exc}") from None
 

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import ssl
+import sys
 import time
 import uuid
 import weakref
@@ -138,18 +139,13 @@ class ServerHealth:
             import httpx
 
             if isinstance(exc, (httpx.TransportError, OSError)):
-                raise self.failed(url, f"{type(exc).__name__}: {_short(exc)}", sent_at=sent) from None
+                raise self.failed(url, _reason(exc), sent_at=sent) from None
             if (code := status_code(exc)) in OUTAGE_STATUSES:
                 raise self.failed(url, f"HTTP {code}", sent_at=sent) from None
             self.answered(url)
             raise
         self.answered(url)
         return result
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip() or "(no message)"
-    return text if len(text) <= 160 else text[:159] + "…"
 
 
 # How a server's runs and threads read as task fields: a run that ends ``success`` (or ``interrupted``, on aegra)
@@ -404,8 +400,6 @@ AEGRA_APP_MODULE = "aegra_api.main"  # aegra's documented entry point (uvicorn a
 
 def in_process_client(timeout_s: float, headers: Mapping[str, str] | None = None) -> Any:
     """A client of the LangGraph Server this process runs, reached in-process; ``None`` when it runs none."""
-    import sys
-
     headers = {"User-Agent": USER_AGENT, **(headers or {})}
     if SERVER_MODULE in sys.modules:
         from langgraph_sdk import get_client

@@ -24,7 +24,7 @@ import urllib.parse
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping, Sequence
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from langchain.agents.middleware import (
     AgentMiddleware,
@@ -329,32 +329,23 @@ DEFAULT_MAX_AGE_S = 3600.0  # how long a finished task stays in memory
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # how much the finished tasks of one runtime may hold together
 
 
-class TaskTable(Generic[T]):
+class TaskTable(dict[str, T]):
     """Tasks by id; finished ones in the order they finished, with their sizes (``max_bytes`` together)."""
 
     def __init__(self, max_age_s: float = DEFAULT_MAX_AGE_S, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        super().__init__()
         if not max_age_s > 0:  # named as BackgroundRuntime's arguments, which come here
             raise SpecError(f"settled_max_age_s must be a positive number of seconds (got {max_age_s!r})")
         if not max_bytes >= 0:
             raise SpecError(f"settled_max_bytes must not be negative (got {max_bytes!r})")
         self.max_age_s = float(max_age_s)
         self.max_bytes = int(max_bytes)
-        self._tasks: dict[str, T] = {}
         self._settled: collections.OrderedDict[str, tuple[float, int]] = collections.OrderedDict()
         self.settled_bytes = 0
 
-    def __len__(self) -> int:
-        return len(self._tasks)
-
-    def __contains__(self, task_id: object) -> bool:
-        return task_id in self._tasks
-
-    def get(self, task_id: str) -> T | None:
-        return self._tasks.get(task_id)
-
     def put(self, task_id: str, task: T) -> None:
         self.revive(task_id)
-        self._tasks[task_id] = task
+        self[task_id] = task
 
     def revive(self, task_id: str) -> None:
         """A finished task runs again (a follow-up, a retry, an answer): it is no longer evictable."""
@@ -364,7 +355,7 @@ class TaskTable(Generic[T]):
 
     def settle(self, task_id: str, *, size: int, at: float) -> float | None:
         """Mark a task finished at ``at``, holding ``size`` bytes; evict what is due (returns :meth:`next_due`)."""
-        if task_id not in self._tasks:
+        if task_id not in self:
             return self.next_due(at)
         self.revive(task_id)
         self._settled[task_id] = (at, max(0, int(size)))
@@ -379,7 +370,7 @@ class TaskTable(Generic[T]):
                 break
             self._settled.popitem(last=False)
             self.settled_bytes -= size
-            self._tasks.pop(task_id, None)
+            self.pop(task_id, None)
         return self.next_due(at)
 
     def next_due(self, at: float) -> float | None:
@@ -390,14 +381,14 @@ class TaskTable(Generic[T]):
         return max(0.0, settled_at + self.max_age_s - at)
 
     def all(self) -> Iterator[T]:
-        return iter(list(self._tasks.values()))
+        return iter(list(self.values()))
 
     def unsettled(self) -> Iterator[T]:
         """The tasks that have not finished (a snapshot, safe to change the table while iterating)."""
-        return iter([t for i, t in self._tasks.items() if i not in self._settled])
+        return iter([t for i, t in self.items() if i not in self._settled])
 
     def clear(self) -> None:
-        self._tasks.clear()
+        super().clear()
         self._settled.clear()
         self.settled_bytes = 0
 
@@ -408,21 +399,15 @@ class TaskTable(Generic[T]):
 INBOX_METADATA_KEY = "background_task_id"  # run metadata naming the background task a child run belongs to
 STEERING_PREFIX = "[Update from your caller] "
 
-class Inboxes:
+class Inboxes(dict[str, list[str]]):
     """Steering messages waiting for their tasks, by task id."""
 
-    def __init__(self) -> None:
-        self._boxes: dict[str, collections.deque[str]] = {}
-
     def post(self, task_id: str, message: str) -> None:
-        self._boxes.setdefault(task_id, collections.deque()).append(message)
+        self.setdefault(task_id, []).append(message)
 
     def take(self, task_id: str) -> list[str]:
         """Remove and return everything queued for the task (its inbox goes with it)."""
-        return list(self._boxes.pop(task_id, ()))
-
-    def clear(self) -> None:
-        self._boxes.clear()
+        return self.pop(task_id, [])
 
 
 def steering_message(text: str) -> HumanMessage:

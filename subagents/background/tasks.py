@@ -75,8 +75,9 @@ class BackgroundTasks:
                  excluded_keys: frozenset[str] = frozenset(), settings: DelegationSettings | None = None,
                  remote_refresh_budget_s: float = DEFAULT_REFRESH_BUDGET_S,
                  runtime: BackgroundRuntime | None = None) -> None:
-        if clash := set(registry.names) & {s.name for s in remote}:
-            raise SpecError(f"duplicate subagent name(s) {sorted(clash)}: each name must be unique")
+        names = [*registry.names, *(s.name for s in remote)]  # a second spec of one name would replace the first
+        if (twice := next((name for name in names if names.count(name) > 1), None)) is not None:
+            raise SpecError(f"duplicate subagent name {twice!r}: each name must be unique")
         self.runtime = runtime if runtime is not None else BackgroundRuntime()
         self.local = LocalTaskRunner(registry, self.runtime, max_concurrent=max_concurrent,
                                      excluded_keys=excluded_keys, private_keys=private_keys, settings=settings)
