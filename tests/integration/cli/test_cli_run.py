@@ -15,6 +15,7 @@ import pytest
 
 from helpers import REPO as ROOT
 from helpers.cli import SCRIPTS, cli, make_project, program
+from helpers.processes import until_nothing_works_in, working_in
 
 
 def run(project: Path, *args: str, stdin: str | None = None, cwd: Path | None = None):
@@ -258,7 +259,7 @@ def test_a_run_ended_by_a_signal_still_ends_the_bash_command_it_is_running(proje
                  env=env) as (pid, ended):
         stop = time.monotonic() + 60
         # Until the command sleeps, seen working in the project as the wait below looks for it.
-        while not any(line.startswith(b"sleep\0") for line in _working_in(project)):
+        while not any(line.startswith(b"sleep\0") for line in working_in(project)):
             with contextlib.suppress(subprocess.TimeoutExpired):  # a run that ended first: its error
                 pytest.fail(ended(0.1).stderr)
             assert time.monotonic() < stop
@@ -266,24 +267,8 @@ def test_a_run_ended_by_a_signal_still_ends_the_bash_command_it_is_running(proje
             os.kill(pid, signum)
             time.sleep(0.1)
         assert ended(30).returncode == 128 + signals[0]
-    # Until nothing works in the project any more: a command that outlived the run (a sandboxed one too: its
-    # folder is the project, bound) is waited for, and touches job.late at its end.
-    stop = time.monotonic() + 60
-    while _working_in(project) and time.monotonic() < stop:
-        time.sleep(0.1)
+    until_nothing_works_in(project)  # a command that outlived the run touches job.late first
     assert not (project / "job.late").exists(), "the command outlived the run"
-
-
-def _working_in(folder: Path) -> list[bytes]:
-    """The command lines of the live processes whose current folder is ``folder``."""
-    here = folder.stat()
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):  # gone, or a zombie (no folder)
-            cwd = os.stat(f"/proc/{pid}/cwd")
-            if (cwd.st_dev, cwd.st_ino) == (here.st_dev, here.st_ino):
-                found.append(Path(f"/proc/{pid}/cmdline").read_bytes())
-    return found
 
 
 def test_notes_about_the_agent_files_show_once_per_change_and_quiet_shows_none(project):
