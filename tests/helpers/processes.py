@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
+from pathlib import Path
 
 
 def _alive(pid: int) -> bool:
@@ -35,3 +38,24 @@ def forked_exit_code(pid: int, seconds: float) -> int | None:
         os.waitpid(pid, 0)
         return None
     return os.waitstatus_to_exitcode(done[1])
+
+
+def working_in(folder: Path) -> list[bytes]:
+    """The command lines of the live processes whose current folder is ``folder`` (a sandboxed one's too: the
+    folder it binds is the same)."""
+    here = folder.stat()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):  # gone, or a zombie (no folder)
+            cwd = os.stat(f"/proc/{pid}/cwd")
+            if (cwd.st_dev, cwd.st_ino) == (here.st_dev, here.st_ino):
+                found.append(Path(f"/proc/{pid}/cmdline").read_bytes())
+    return found
+
+
+def until_nothing_works_in(folder: Path, seconds: float = 60) -> None:
+    """Wait until no process works in ``folder`` (at most ``seconds``, a hang's bound): a job that outlived what
+    started it has then done what it was to do, so a test sees its marks instead of sleeping past them."""
+    stop = time.monotonic() + seconds
+    while working_in(folder) and time.monotonic() < stop:
+        time.sleep(0.05)

@@ -15,6 +15,7 @@ import pytest
 
 from helpers import REPO as ROOT
 from helpers.cli import SCRIPTS, cli, make_project, program
+from helpers.processes import until_nothing_works_in, working_in
 
 
 def run(project: Path, *args: str, stdin: str | None = None, cwd: Path | None = None):
@@ -257,7 +258,8 @@ def test_a_run_ended_by_a_signal_still_ends_the_bash_command_it_is_running(proje
     with started("run", "start it", "--yes", "--model", "scripted:cli_scripts:bash_long_command", cwd=project,
                  env=env) as (pid, ended):
         stop = time.monotonic() + 60
-        while not (project / "job.started").exists():
+        # Until the command sleeps, seen working in the project as the wait below looks for it.
+        while not any(line.startswith(b"sleep\0") for line in working_in(project)):
             with contextlib.suppress(subprocess.TimeoutExpired):  # a run that ended first: its error
                 pytest.fail(ended(0.1).stderr)
             assert time.monotonic() < stop
@@ -265,7 +267,7 @@ def test_a_run_ended_by_a_signal_still_ends_the_bash_command_it_is_running(proje
             os.kill(pid, signum)
             time.sleep(0.1)
         assert ended(30).returncode == 128 + signals[0]
-    time.sleep(6)  # past the moment the command would have touched job.late, had it lived
+    until_nothing_works_in(project)  # a command that outlived the run touches job.late first
     assert not (project / "job.late").exists(), "the command outlived the run"
 
 

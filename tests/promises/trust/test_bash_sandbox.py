@@ -27,6 +27,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from helpers.processes import until_nothing_works_in
 
 from deep_agent.tools import Workspace, builtin_tools
 from deep_agent.tools.protected import Protected
@@ -338,7 +339,7 @@ def test_a_git_directory_missing_when_the_command_starts_cannot_be_created(runne
 def test_a_setsid_job_ends_with_the_command(runner):
     out = runner.run("(setsid sh -c 'sleep 1; touch late' > /dev/null 2>&1 &); echo started")
     assert out.strip() == "started"
-    time.sleep(2)  # long enough for the job to have touched its file, had it lived
+    until_nothing_works_in(runner.ws)  # a job that outlived the command touches its file first
     assert not (runner.ws / "late").exists()
 
 

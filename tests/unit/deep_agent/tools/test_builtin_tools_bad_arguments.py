@@ -7,10 +7,10 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from helpers.processes import until_nothing_works_in
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
@@ -134,7 +134,7 @@ def test_a_job_a_command_leaves_running_ends_when_the_command_answers(ws, bash, 
     (tool,) = [t for t in builtin_tools(ws, bash=bash) if t.name == "Bash"]
     result = tool.invoke({"command": f"{job}; exit 3", "timeout": 20_000})
     assert result.split() == ["started", "[exit", "code", "3]"], result
-    time.sleep(2)  # long enough for the job to have touched its file, had it lived
+    until_nothing_works_in(ws)  # a job that outlived the command touches its file first
     assert not (ws / "late").exists(), "a job outlived the command that started it"
 
 
