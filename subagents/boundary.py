@@ -612,7 +612,7 @@ async def held_until_it_returns(call: Awaitable[Any]) -> Any:
     task = asyncio.ensure_future(call)
     if slot is not None:
         slot.share()
-    task.add_done_callback(functools.partial(_call_returned, slot))
+    task.add_done_callback(functools.partial(call_returned, slot))
     return await asyncio.shield(task)
 
 
@@ -633,11 +633,12 @@ class HeldModelCalls(AgentMiddleware):
         return cast("ModelResponse[Any]", await held_until_it_returns(handler(request)))
 
 
-def _call_returned(slot: WorkHolder | None, task: asyncio.Future[Any]) -> None:
+def call_returned(slot: WorkHolder | None, task: asyncio.Future[Any]) -> None:
+    """Done: ``slot``'s share is given back, and the task's error read (an abandoned one's is not "never retrieved")."""
     if slot is not None:
         slot.release()
     if not task.cancelled():
-        task.exception()  # read: an abandoned call's error is not "never retrieved"
+        task.exception()
 
 
 def _copy_on_pool(tool: Any) -> Any:

@@ -14,6 +14,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import os
 import signal
 import threading
@@ -21,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast, get_args
 
+from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
 from langchain_core.messages import AIMessage
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, GraphRecursionError, ParentCommand
@@ -38,6 +40,7 @@ from subagents.boundary import (
     SLOT,
     ChildInput,
     WorkHolder,
+    call_returned,
     changed_keys,
     is_forbidden_tool,
     langchain_private_state_keys,
@@ -52,12 +55,12 @@ from subagents.errors import (
     ChildExit,
     CtrlCHandler,
     DelegationRefused,
+    MaxTurnsReached,
     OutputSchemaError,
     ParentWriteRefused,
     SpecError,
     StopReason,
     SubagentError,
-    TaskTimeout,
     UnknownSubagent,
     is_ctrl_c,
     is_real_cancellation,
@@ -250,28 +253,18 @@ class ConcurrencyLimit:
 _FAILURE_REASONS = frozenset(get_args(StopReason)) - {"completed", "truncated"}
 
 
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """The limits a task ran under, for naming the one that stopped it."""
-    max_turns: int | None = None
-    recursion_limit: int | None = None
-    timeout_s: float | None = None
-
-
-def describe_failure(exc: BaseException, *, limits: Limits = Limits(), origin: StopReason | None = None
+def describe_failure(exc: BaseException, run: Delegation | None = None, origin: StopReason | None = None
                     ) -> tuple[StopReason, str]:
-    """``(stop_reason, reason)`` for a failed task; never raises. ``origin``: ``model_error`` or ``tool_error``."""
+    """``(stop_reason, reason)`` for a failed task (of ``run``, naming its limits); never raises. ``origin``:
+    ``model_error`` or ``tool_error``."""
     try:
-        return _describe(exc, limits, origin)
+        return _describe(exc, run.recursion_limit if run else None, run.timeout_s if run else None, origin)
     except BaseException:  # noqa: BLE001 - the failure path must never raise
         return "error", f"{type_name(exc)}: (the error could not be described)"
 
 
-def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> tuple[StopReason, str]:
-    from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
-
-    from subagents.errors import MaxTurnsReached
-
+def _describe(exc: BaseException, recursion_limit: int | None, timeout_s: float | None, origin: StopReason | None
+              ) -> tuple[StopReason, str]:
     if origin in ("model_error", "tool_error") and isinstance(exc, SubagentError):
         # The library's error raised by a child's model or tool (one that itself delegates, say): its
         # stop_reason tells of that tool's inner run, not of this task. The meter's own are never here.
@@ -283,13 +276,13 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
         return "max_turns", (f"was stopped by its own ModelCallLimitMiddleware ({safe_text(exc, 300)}). "
                              "Split the task into smaller pieces, or raise that middleware's limit.")
     if isinstance(exc, GraphRecursionError) and origin != "tool_error":
-        return "recursion", (f"hit its recursion limit ({limits.recursion_limit} steps) before finishing. "
+        return "recursion", (f"hit its recursion limit ({recursion_limit} steps) before finishing. "
                              "Split the task into smaller pieces, or raise recursion_limit.")
     if isinstance(exc, SubagentError):
         claimed: Any = exc.stop_reason  # one a failure can have; a subclass's own invention is "error"
         reason = cast(StopReason, claimed) if type(claimed) is str and claimed in _FAILURE_REASONS else "error"
         if reason == "timeout":
-            after = f" after {limits.timeout_s:g}s" if isinstance(limits.timeout_s, (int, float)) else ""
+            after = f" after {timeout_s:g}s" if isinstance(timeout_s, (int, float)) else ""
             stalled = getattr(exc, "stalled", None)
             if isinstance(stalled, str) and stalled:
                 return "timeout", f"timed out{after}, but {stalled}"
@@ -304,17 +297,10 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
 # schema and a fork each change one part. What a mode adds to the record comes back as ``record_extra``.
 
 
-@dataclasses.dataclass
-class ChildSetup:
-    """What one delegation runs."""
-    spec: AnySpec
-    graph: Any
-    prepare: Callable[[], ChildInput]  # makes the child's input and own copies, as its task runs
-    record_extra: dict[str, Any]
-
-
-def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[str]) -> ChildSetup:
-    """The spec, graph and input for ``call`` (a stand-in registry: declared specs and forks only)."""
+def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[str]
+                 ) -> tuple[AnySpec, Any, Callable[[], ChildInput], dict[str, Any]]:
+    """``(spec, graph, prepare, record_extra)`` for ``call``: ``prepare`` makes the child's input and own copies,
+    as its task runs (a stand-in registry: declared specs and forks only)."""
     modes = isinstance(registry, SubagentRegistry)
     spec, spec_key, extra = _spec_for(registry, call, modes)
     requested = requested_format(call.output_schema, call.parent_config) if modes else None
@@ -329,8 +315,8 @@ def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[
     if fork:
         extra["context"] = "fork"
     # The child's own copies, made once, as its task runs: what it changes in place stays its own.
-    return ChildSetup(spec, graph, lambda: ChildInput.of(call.parent_state, call.description, blocked, fork=fork,
-                                                         tool_call_id=call.tool_call_id), extra)
+    return spec, graph, lambda: ChildInput.of(call.parent_state, call.description, blocked, fork=fork,
+                                              tool_call_id=call.tool_call_id), extra
 
 
 def _spec_for(registry: SubagentRegistry, call: TaskCall, modes: bool
@@ -413,7 +399,9 @@ class Delegation:
     recorder: TranscriptRecorder | None = None
     sink: Any = None
     transcript: str | None = None
-    limits: Limits = Limits()
+    max_turns: int | None = None  # the limits it runs under
+    recursion_limit: int | None = None
+    timeout_s: float | None = None
     record_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     short_answer_threshold: int | None = None  # the spec's own (None: the runner's applies)
@@ -433,33 +421,29 @@ class Delegation:
         configurable = call.parent_config.get(CONF) or {}
         thread_id = configurable.get("thread_id")
         namespace = str(configurable.get("checkpoint_ns", ""))
-        return cls(call=call, task_id=task_id_for(thread_id, namespace, call.tool_call_id),
-                   thread_id=thread_id, namespace=namespace,
-                   started_at=time.time(), started_clock=time.monotonic())
+        return cls(call=call, task_id=task_id_for(thread_id, namespace, call.tool_call_id), thread_id=thread_id,
+                   namespace=namespace, started_at=time.time(), started_clock=time.monotonic())
 
     def resolve(self, spec: Any, graph: Any, prepare: Callable[[], ChildInput], record_extra: dict[str, Any]) -> None:
         """The child graph, what makes its isolated input, and the limits it runs under."""
-        self.graph, self.prepare = graph, prepare
-        self.record_extra = record_extra
+        self.graph, self.prepare, self.record_extra = graph, prepare, record_extra
         self.short_answer_threshold = getattr(spec, "short_answer_threshold", None)
         built = not isinstance(spec, CompiledSubagent)
         # create_agent bakes in 9,999 steps, which is no choice at all: a child without a limit of
         # its own below that takes the parent's, but at most MAX_INHERITED_RECURSION_LIMIT.
         inherited = int(self.call.parent_config.get("recursion_limit") or DEFAULT_RECURSION_LIMIT)
         own = spec.recursion_limit if spec.recursion_limit and spec.recursion_limit < LANGCHAIN_DEFAULT_LIMIT else None
-        max_turns = (spec.max_turns or DEFAULT_MAX_TURNS) if built else None
+        self.max_turns = (spec.max_turns or DEFAULT_MAX_TURNS) if built else None
         # Never below what max_turns needs (a model step and a tool step per turn, plus hooks).
-        cap = max(MAX_INHERITED_RECURSION_LIMIT, 4 * (max_turns or 0))
-        recursion = own or min(inherited, cap)
-        self.limits = Limits(max_turns=max_turns, recursion_limit=recursion, timeout_s=spec.timeout_s)
+        self.recursion_limit = own or min(inherited, max(MAX_INHERITED_RECURSION_LIMIT, 4 * (self.max_turns or 0)))
+        self.timeout_s = spec.timeout_s
 
     def open_transcript(self, new_sink: Callable[..., Any]) -> None:
         """Open the task's transcript sink; one that cannot open costs the transcript, not the task."""
         has_checkpointer = (self.call.parent_config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER) is not None
         try:
-            self.sink = new_sink(task_id=self.task_id, agent_type=self.call.subagent_type,
-                                 thread_id=self.thread_id, tool_call_id=self.call.tool_call_id,
-                                 namespace=self.namespace, store=self.call.store,
+            self.sink = new_sink(task_id=self.task_id, agent_type=self.call.subagent_type, thread_id=self.thread_id,
+                                 tool_call_id=self.call.tool_call_id, namespace=self.namespace, store=self.call.store,
                                  has_checkpointer=has_checkpointer)
         except Exception as exc:  # noqa: BLE001 - an unwritable sessions_dir, a store that refuses
             self.sink = self.recorder = None
@@ -479,7 +463,7 @@ class Delegation:
         # One handler: the recorder rides inside the meter, which sees each event after it.
         meter = meter_for(self.sink)
         self.recorder = meter.recorder if isinstance(meter, RecordingMeter) else None
-        meter.max_turns = self.limits.max_turns
+        meter.max_turns = self.max_turns
         meter.max_tokens = spec.max_tokens if built else None
         meter.max_usd = spec.max_budget_per_run if built else None
         meter.prices, meter.budget = prices, budget
@@ -490,7 +474,7 @@ class Delegation:
         meter.progress_about = {"type": "subagent_progress", "task_id": self.task_id,
                                 "tool_call_id": self.call.tool_call_id, "agent_type": self.call.subagent_type}
         self.meter = meter
-        self.config = {"recursion_limit": self.limits.recursion_limit, "callbacks": [self.meter],
+        self.config = {"recursion_limit": self.recursion_limit, "callbacks": [self.meter],
                        "metadata": {metadata_key: self.task_id, "subagent_tool_call_id": self.call.tool_call_id}}
         if getattr(self.graph, "name", None) != self.call.subagent_type:  # a built child is named already
             self.config["run_name"] = self.call.subagent_type
@@ -499,10 +483,10 @@ class Delegation:
         """The task starts running (after any wait for the concurrency cap)."""
         self.begun = True
         self.begun_clock = time.monotonic()
-        if self.limits.timeout_s is not None and self.meter is not None:
+        if self.timeout_s is not None and self.meter is not None:
             # One timeout_s for the whole task: a task resumed after an approval has what its segments left.
-            self.meter.deadline = self.begun_clock + max(0.0, self.limits.timeout_s - self.ran_s)
-            self.meter.timeout_s = self.limits.timeout_s
+            self.meter.deadline = self.begun_clock + max(0.0, self.timeout_s - self.ran_s)
+            self.meter.timeout_s = self.timeout_s
         resumed = {"waiting_ms": round(self.waiting_ms, 3)} if self.waiting_ms else {}
         self.emit("running", namespace=tuple(self.namespace.split("|")) if self.namespace else (), **resumed)
 
@@ -560,14 +544,18 @@ class Delegation:
         return {} if self.meter is None else self.meter.settled_usage()
 
     def explain(self, exc: BaseException) -> tuple[StopReason, str]:
-        exc = _stood_in_for(exc)
-        if self.meter is None:
-            return describe_failure(exc, limits=self.limits)
-        try:
-            exc, origin = self.meter.source_of(exc), self.meter.origin_of(exc)
-        except BaseException:  # noqa: BLE001 - a hostile error's attributes: the failure path must never raise
-            origin = None
-        return describe_failure(exc, limits=self.limits, origin=origin)
+        # What ``exc`` stands in for: LangChain's async model call takes a non-``Exception`` error for a result and
+        # ends in an ``AttributeError`` whose ``obj`` is it; a ``ChildExit`` holds a ``SystemExit`` or
+        # ``GeneratorExit``, LangGraph's ``NodeCancelledError`` a node's ``CancelledError`` (whose text it drops).
+        if type(exc) in (ChildExit, NodeCancelledError) and isinstance(exc.__cause__, BaseException):
+            exc = exc.__cause__
+        elif type(exc) is AttributeError and isinstance(exc.obj, BaseException) and not isinstance(exc.obj, Exception):
+            exc = exc.obj
+        origin = None
+        with contextlib.suppress(BaseException):  # a hostile error's attributes: the failure path must never raise
+            if self.meter is not None:
+                exc, origin = self.meter.source_of(exc), self.meter.origin_of(exc)
+        return describe_failure(exc, self, origin)
 
     def emit(self, status: str, **extra: Any) -> None:
         event = {"type": "subagent_task", "task_id": self.task_id, "tool_call_id": self.call.tool_call_id,
@@ -619,16 +607,6 @@ class Delegation:
             self.emit("cancelled", transcript=self.transcript, **why, **self.usage())
         except BaseException:  # noqa: BLE001 - the cancellation itself must go on
             pass
-
-
-def _stood_in_for(exc: BaseException) -> BaseException:
-    """The error ``exc`` stands in for: LangChain's async model call takes a non-``Exception`` error for a
-    result and ends in an ``AttributeError`` whose ``obj`` is it; a ``ChildExit`` holds a ``SystemExit`` or
-    ``GeneratorExit``, LangGraph's ``NodeCancelledError`` a node's ``CancelledError`` (whose text it drops)."""
-    if type(exc) in (ChildExit, NodeCancelledError) and isinstance(exc.__cause__, BaseException):
-        return exc.__cause__
-    obj = exc.obj if type(exc) is AttributeError else None
-    return obj if isinstance(obj, BaseException) and not isinstance(obj, Exception) else exc
 
 
 @contextlib.contextmanager
@@ -689,12 +667,11 @@ async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     with running_in(slot), traced_as_subagent(run.meter):
         child = asyncio.ensure_future(_ainvoke(run, inputs))
     slot.share()
-    child.add_done_callback(lambda _: slot.release())  # abandoned or not: free once it has ended
+    child.add_done_callback(functools.partial(call_returned, slot))  # abandoned or not: free once it has ended
     try:
         done, _ = await asyncio.wait({child}, timeout=run.remaining())
     except BaseException as exc:  # this task is cancelled: so is the child, and it ends before we do
         child.cancel()
-        child.add_done_callback(_discard)
         if not isinstance(exc, GeneratorExit):  # a coroutine being closed may not await again
             with contextlib.suppress(BaseException):  # cancelled again: stop waiting, the first reason stands
                 await asyncio.wait({child})
@@ -702,7 +679,6 @@ async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     if child in done:
         return child.result()
     child.cancel()
-    child.add_done_callback(_discard)
     return _expired(run)
 
 
@@ -728,17 +704,10 @@ async def _ainvoke(run: Delegation, inputs: ChildStep) -> Any:
 
 
 def _expired(run: Delegation) -> Any:
-    if run.meter is not None:
-        error = run.meter.timeout_error()
-        run.meter.stop(error)
-    else:
-        error = TaskTimeout("timed out", timeout_s=run.limits.timeout_s)
+    assert run.meter is not None  # a deadline is the meter's (remaining)
+    error = run.meter.timeout_error()
+    run.meter.stop(error)
     raise error
-
-
-def _discard(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
 
 
 TASK_ID_METADATA_KEY = "subagent_task_id"
@@ -761,11 +730,10 @@ class TaskRunner:
 
             settings = DelegationSettings()
         limits, seen = settings.limits, settings.observability
-        budget = limits.budget
         self.registry = registry
         self.limit = ConcurrencyLimit(max_concurrent)
+        self.budget = budget = limits.budget
         self.prices = run_prices(seen.prices, budget)
-        self.budget = budget
         self.short_answer_threshold = limits.short_answer_threshold
         self.wrap_up = limits.wrap_up
         self.new_sink = sink_chooser(seen.sessions_dir, seen.transcript_store)
@@ -882,10 +850,10 @@ class TaskRunner:
         if (spent := self._refused_for_budget(run)) is not None:
             return spent
         try:
-            setup = set_up_child(self.registry, call, self.blocked_keys)
-            run.resolve(setup.spec, call.graph or setup.graph, setup.prepare, setup.record_extra)
+            spec, graph, prepare, extra = set_up_child(self.registry, call, self.blocked_keys)
+            run.resolve(spec, call.graph or graph, prepare, extra)
             run.open_transcript(self.new_sink)
-            run.configure(setup.spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY,
+            run.configure(spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY,
                           wrap_up=self.wrap_up)
             self._resume_usage(run)
         except UnknownSubagent as exc:
