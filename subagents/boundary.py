@@ -795,11 +795,9 @@ def _one(key: str, value: Any, inputs: Mapping[str, Any], channels: Mapping[str,
          parallel: bool, update: dict[str, Any], earlier: list[Any], checkpointed: bool) -> str | None:
     from langgraph.channels import BinaryOperatorAggregate, Topic
 
-    channel = None
-    if channels is not None:
-        channel = channels.get(key)
-        if channel is None:
-            return "the parent's state has no such key"
+    channel = None if channels is None else channels.get(key)
+    if channels is not None and channel is None:
+        return "the parent's state has no such key"
     if isinstance(channel, (BinaryOperatorAggregate, Topic)):
         before = inputs.get(key, _MISSING)
         delta = contribution(before, value)

@@ -36,8 +36,7 @@ class GraphCache:
             if key in self._graphs:
                 self._graphs.move_to_end(key)
                 return self._graphs[key]
-            graph = build()
-            self._graphs[key] = graph
+            graph = self._graphs[key] = build()
             while len(self._graphs) > self.max_graphs:
                 self._graphs.popitem(last=False)
             return graph

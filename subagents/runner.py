@@ -85,6 +85,7 @@ from subagents.metering import (
     run_prices,
     token_count,
 )
+from subagents.outcome import TASK_ID_METADATA_KEY as TASK_ID_METADATA_KEY  # where callers look for it
 from subagents.outcome import (
     ChildAnswer,
     TaskCall,
@@ -124,11 +125,9 @@ class Slot:
 
     def share(self) -> None:
         """One more piece of work holds this place (a thread or task that outlives its caller)."""
-        if self._limit is None:
-            return
-        with self._lock:
-            if self._shares > 0:
-                self._shares += 1
+        if self._limit is not None:
+            with self._lock:
+                self._shares += 1 if self._shares > 0 else 0  # none left: the place went back already
 
     def release(self) -> None:
         """One piece of work is done; the place returns to the cap when the last one is."""
@@ -154,22 +153,20 @@ NO_CAP = Slot(None)  # the slot handed out when there is no cap: sharing and rel
 
 class _Waiter:
     """A thread (an event) or a coroutine (a future on its loop) waiting for a place."""
-    __slots__ = ("event", "loop", "future", "granted")
+    __slots__ = ("loop", "signal", "granted")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.loop = loop
-        self.event = threading.Event() if loop is None else None
-        self.future: asyncio.Future[None] | None = loop.create_future() if loop is not None else None
+        self.signal: Any = threading.Event() if loop is None else loop.create_future()
         self.granted = False
 
     def wake(self) -> bool:
         """Tell the waiter it has the place; False if it can no longer be told (its loop is closed)."""
-        if self.event is not None:
-            self.event.set()
-            return True
-        assert self.loop is not None and self.future is not None
         try:
-            self.loop.call_soon_threadsafe(_resolve, self.future)
+            if self.loop is None:
+                self.signal.set()
+            else:
+                self.loop.call_soon_threadsafe(_resolve, self.signal)
         except RuntimeError:  # the loop is closed: that waiter is gone
             return False
         return True
@@ -215,7 +212,7 @@ class ConcurrencyLimit:
             waiter = _Waiter(loop)
             self._waiting.append(waiter)
         try:
-            yield waiter.event or waiter.future
+            yield waiter.signal
         except BaseException:  # Ctrl-C or cancellation while waiting: leave the queue, or pass on a place just given
             self._abandon(waiter)
             raise
@@ -708,10 +705,6 @@ def _expired(run: Delegation) -> Any:
     error = run.meter.timeout_error()
     run.meter.stop(error)
     raise error
-
-
-TASK_ID_METADATA_KEY = "subagent_task_id"
-"""Set in the metadata of every child run; its presence means "inside a child"."""
 
 
 class TaskRunner:

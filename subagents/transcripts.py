@@ -188,7 +188,6 @@ class JsonlSink:
     """One JSONL file per task, written while the child runs."""
 
     records = True
-    streams = True
 
     def __init__(self, path: Path, header: Mapping[str, Any], *, root: Path | None = None) -> None:
         self.path = path

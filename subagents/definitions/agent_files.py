@@ -17,8 +17,6 @@ from subagents.definitions.files import (
     Discovery,
     MissingDirPolicy,
     PathLike,
-    as_levels,
-    default_levels,
     read_frontmatter,
     scan_levels,
 )
@@ -184,13 +182,11 @@ def _explain(err: Mapping[str, Any]) -> str:
 
 def discover_agents(dirs: DirLevels | None = None, *, project_dir: PathLike | None = None, home: PathLike | None = None,
                     missing: MissingDirPolicy | None = None) -> Discovery[SubagentSpec]:
-    """Scan agent directories (default: project then user level); never raises for a file. A missing
-    directory is skipped for the default levels, an error for those named, unless ``missing`` says otherwise."""
-    levels = default_levels(AGENT_DIRS, project_dir, home) if dirs is None else as_levels(dirs)
-    return scan_levels(levels, files_in=lambda d: sorted(  # every *.md but README.md
-                           p for p in d.glob("*.md") if p.is_file() and p.name.lower() != "readme.md"),
+    """Scan agent directories (default: project then user level; see ``scan_levels``); never raises for a file."""
+    return scan_levels(dirs, AGENT_DIRS, project_dir=project_dir, home=home, files_in=lambda d: sorted(
+                           p for p in d.glob("*.md") if p.is_file() and p.name.lower() != "readme.md"),  # but README
                        parse=parse_agent_file, name_of=lambda spec: spec.name, error=AgentFileError, kind="agent",
-                       missing=missing or ("skip" if dirs is None else "error"))
+                       missing=missing)
 
 
 def load_agent_dirs(dirs: DirLevels) -> list[SubagentSpec]:

@@ -25,6 +25,7 @@ from langchain_core.tools import BaseTool, ToolException
 from subagents.definitions.on_host import launch
 from subagents.errors import McpServerError, RuntimeClosed, SpecError, brief, redact_url
 from subagents.metering import TaskMeter
+from subagents.outcome import TASK_ID_METADATA_KEY
 
 # ``mcp_config`` normalised to ``{server name: config}`` from a mapping, ``{"mcpServers": {...}}``, or Claude Code's
 # list form (a bare name, stored as ``{}``, is a server of ``mcp_servers=``). Names become part of tool names.
@@ -326,7 +327,6 @@ log = logging.getLogger(__name__)
 MCP_PREFIX = "mcp__"
 LIST_TIMEOUT_S = 30.0  # for a server to start and list its tools when the child is built
 CALL_TIMEOUT_S = 120.0  # for one call when neither the task nor the server sets a shorter bound
-TASK_ID_METADATA_KEY = "subagent_task_id"  # the runner's, naming the task a child run belongs to
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
