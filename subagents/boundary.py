@@ -33,7 +33,7 @@ import threading
 import types
 import weakref
 import zoneinfo
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol, TypedDict, cast, get_args, get_origin, get_type_hints
 
@@ -52,6 +52,7 @@ from langgraph.types import Command
 from langgraph.typing import ContextT
 
 from subagents.errors import SubagentsError, from_signal_handler, is_real_cancellation, safe_text
+from subagents.plans import ModelCallPlan
 from subagents.roles import ChildPolicy
 
 log = logging.getLogger(__name__)
@@ -495,13 +496,13 @@ def without_agents_block(system: SystemMessage) -> SystemMessage:
     return cleaned
 
 
-class OneLevelGuard(AgentMiddleware):
+class OneLevelGuard(ModelCallPlan, AgentMiddleware):
     """Keeps delegation out of a child at every model and tool call."""
 
     name = "OneLevelGuard"
     child_policy = ChildPolicy(keeps_model=True, model_call_only=True)
 
-    def _clean(self, request: Any) -> Any:
+    def model_plan(self, request: Any) -> Generator[Any, Any, Any]:
         tools = [t for t in request.tools if not is_forbidden_tool(t)]
         overrides: dict[str, Any] = {}
         if len(tools) != len(request.tools):
@@ -509,16 +510,7 @@ class OneLevelGuard(AgentMiddleware):
         system = request.system_message
         if system is not None and "available_agents" in system.text.lower():
             overrides["system_message"] = without_agents_block(system)
-        return request.override(**overrides) if overrides else request
-
-    def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-                       ) -> ModelCallResult[Any]:
-        return handler(self._clean(request))
-
-    async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelCallResult[Any]:
-        return await handler(self._clean(request))
+        return (yield request.override(**overrides) if overrides else request)
 
 
 def refusal(request: Any) -> ToolMessage | None:
