@@ -54,7 +54,6 @@ from subagents.errors import (
     REAL_CANCELLATION,
     ChildExit,
     CtrlCHandler,
-    DelegationRefused,
     MaxTurnsReached,
     OutputSchemaError,
     ParentWriteRefused,
@@ -908,11 +907,9 @@ class TaskRunner:
 
     def _refuse(self, run: Delegation, reason: str, stop_reason: StopReason = "refused") -> TaskOutcome:
         """A delegation that never ran a child: a record (its transcript is empty), an event, an error."""
-        error = DelegationRefused(reason, stop_reason=stop_reason)
         run.transcript = NO_TRANSCRIPT
-        record = self._record(run, error.stop_reason, error=reason)
-        run.emit("error", error=reason, stop_reason=error.stop_reason, duration_ms=record["duration_ms"],
-                 refused=True)
+        record = self._record(run, stop_reason, error=reason)
+        run.emit("error", error=reason, stop_reason=stop_reason, duration_ms=record["duration_ms"], refused=True)
         return TaskOutcome(record, error=reason, events=run.events)
 
     @staticmethod
