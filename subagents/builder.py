@@ -521,15 +521,13 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
     swapped_in = [m for mw in middleware if isinstance(ms := getattr(mw, "models", None), (list, tuple)) for m in ms]
     if runs_on_a_thread(model) or any(runs_on_a_thread(m) for m in swapped_in):
         middleware.append(HeldModelCalls())
-    guard = guard_for(middleware, has_tools=has_tools)
-    # Outermost, after the guard is chosen: nothing inside can offer a tool on the wrap-up call. A child that
-    # can never be offered a tool has nothing to wrap up.
-    if has_tools:
-        middleware.insert(0, WrapUp())
+    guard = guard_for(middleware, has_tools=has_tools)  # the tool guard exactly when it has tools
     if guard is not None:
         middleware.append(guard)  # innermost: it sees the request every other middleware changed
-    if isinstance(guard, OneLevelToolGuard):  # outermost: no middleware runs a forbidden call first
-        middleware.insert(0, OneLevelToolRefusal())
+    # Outermost: no middleware runs a forbidden call first, nor offers a tool on the wrap-up call. A child that
+    # can never be offered a tool has nothing to wrap up.
+    if has_tools:
+        middleware[:0] = [OneLevelToolRefusal(), WrapUp()]
     skills = available_skills_block(skills_for(spec.skills, options.skills, agent=spec.name)) if spec.skills else ""
     prompt = "\n\n".join(part for part in (strip_agents_block(spec.system_prompt), skills) if part)
     graph = create_agent(model, tools, system_prompt=prompt or None,
@@ -559,12 +557,9 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,
                       model_for: Callable[[Any], Any], inherited: Sequence[Any] = ()) -> list[Any]:
     """The child's own middleware: the spec's (never a delegating one), approvals, condenser, hooks."""
-    middleware: list[Any] = []
-    for mw in spec.middleware:
-        if is_delegating_middleware(mw):
-            log.warning("subagent %r: dropped delegating middleware %s", spec.name, mw.name)
-            continue
-        middleware.append(mw)
+    for mw in filter(is_delegating_middleware, spec.middleware):
+        log.warning("subagent %r: dropped delegating middleware %s", spec.name, mw.name)
+    middleware = [mw for mw in spec.middleware if not is_delegating_middleware(mw)]
 
     def missing(cls: type) -> bool:
         return not any(isinstance(mw, cls) for mw in middleware)
@@ -580,8 +575,7 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
         if isinstance(mw, HumanInTheLoopMiddleware):
             floor.update({n: rule for n, rule in (mw.interrupt_on or {}).items() if rule and n in names})
     interrupt_on = spec.interrupt_on if spec.interrupt_on is not None else options.interrupt_on
-    own = approval_rules(mode, names, risky_tools=options.risky_tools,
-                         interrupt_on=interrupt_on) if mode is not None or interrupt_on else {}
+    own = approval_rules(mode, names, risky_tools=options.risky_tools, interrupt_on=interrupt_on)
     theirs = [mw for mw in middleware if type(mw) is HumanInTheLoopMiddleware]  # a subclass is kept as it is
     for mw in theirs:
         own.update({n: rule for n, rule in mw.interrupt_on.items() if rule})

@@ -252,12 +252,23 @@ def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: 
     """Pick the sink kind once; the factory makes one sink per task from keywords (``task_id``, ``thread_id``...)."""
     if sessions_dir is not None:
         root = Path(sessions_dir).expanduser().absolute()
-        return lambda **task: JsonlSink(jsonl_path(root, task["thread_id"], task["task_id"]), header_for(**task),
-                                        root=root)
+
+        def jsonl(**task: Any) -> TranscriptSink:
+            return JsonlSink(jsonl_path(root, task["thread_id"], task["task_id"]), header_for(**task), root=root)
+
+        return jsonl
     if transcript_store is not None:
-        return lambda **task: StoreSink(task["store"] if transcript_store is True else transcript_store,
-                                        task["thread_id"], task["task_id"], header_for(**task))
-    return lambda **task: CheckpointSink(task["namespace"]) if task["has_checkpointer"] else MemorySink(task["task_id"])
+
+        def stored(**task: Any) -> TranscriptSink:
+            store = task["store"] if transcript_store is True else transcript_store
+            return StoreSink(store, task["thread_id"], task["task_id"], header_for(**task))
+
+        return stored
+
+    def automatic(**task: Any) -> TranscriptSink:
+        return CheckpointSink(task["namespace"]) if task["has_checkpointer"] else MemorySink(task["task_id"])
+
+    return automatic
 
 
 def _append_beneath(root: Path, path: Path) -> int:
