@@ -877,9 +877,7 @@ class TaskRunner:
             run.meter.carry(carried["usage"])
         # The task began when its first segment did; the pause is waiting, not work.
         run.waiting_ms = carried["waiting_ms"] + max(0.0, run.started_at - carried["paused_at"]) * 1000
-        run.carried_ms = carried["work_ms"]
-        run.ran_s = carried["ran_s"]
-        run.started_at = carried["started_at"]
+        run.carried_ms, run.ran_s, run.started_at = carried["work_ms"], carried["ran_s"], carried["started_at"]
 
     def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str, read: ChildAnswer,
                 cut_short_by: SubagentError | None = None) -> TaskOutcome:
@@ -889,8 +887,7 @@ class TaskRunner:
         usage = run.usage()  # read once: the record and the event carry the same figures
         stop_reason = cut_short_by.stop_reason if cut_short_by else "truncated" if read.cut_short else "completed"
         record = self._record(run, stop_reason, answer=answer, usage=usage)
-        record["truncated_retries"] = read.truncated_retries
-        record["partial"] = cut_short_by is not None
+        record.update(truncated_retries=read.truncated_retries, partial=cut_short_by is not None)
         cut = {"stop_reason": stop_reason, "partial": True} if cut_short_by else {}
         run.emit("completed", duration_ms=record["duration_ms"], **cut, **usage)
         changes = changed_keys(result, run.inputs, self.blocked_keys, run.given)

@@ -410,10 +410,8 @@ def read_jsonl(source: str | os.PathLike[str] | IO[bytes], *,
         if number == 0:
             header = obj if isinstance(obj, dict) else {}
         elif isinstance(obj, dict) and "data" in obj:
-            try:
+            with contextlib.suppress(KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
                 messages.extend(messages_from_dict([obj]))
-            except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
-                continue
     return header, messages
 
 

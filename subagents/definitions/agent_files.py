@@ -119,20 +119,17 @@ def _prepare(values: dict[str, Any], written: dict[str, str], path: Path, body: 
     """Checks and conversions an agent file needs beyond the spec's own validation."""
     values["source"] = str(path)
     if "name" not in values:
-        values["name"] = path.stem
-        written["name"] = "name"
+        values["name"], written["name"] = path.stem, "name"
         if not NAME_PATTERN.fullmatch(path.stem):
             raise AgentFileError(path, f"missing, and the file stem {brief(path.stem)} is not a valid name; expected "
                                  "letters, digits, '-', '_' and single inner dots", field="name")
-    description = values.get("description")
-    if description is None:
+    if values.get("description") is None:
         raise AgentFileError(path, "required; expected a non-empty string that tells the parent when to use this agent",
                              field=written.get("description", "description"))
     for field in _LIST_FIELDS:
         if field in values:
             values[field] = _names(values[field], field, written[field], path)
-    model = values.get("model")
-    if model is not None and not isinstance(model, str):
+    if (model := values.get("model")) is not None and not isinstance(model, str):
         raise AgentFileError(path,
                              f"expected 'inherit', 'provider:model' or a profile name (a string), got {brief(model)}",
                              field=written["model"])
