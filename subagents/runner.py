@@ -624,13 +624,11 @@ def _made(inputs: ChildStep) -> dict[str, Any]:
 
 def invoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     """Invoke on this thread, or, with a timeout, on a helper thread we can stop waiting for."""
-    remaining = run.remaining()
-    if remaining is None:
-        with traced_as_subagent(run.meter):
-            return run.graph.invoke(_made(inputs), run.config)
-    outcome: dict[str, Any] = {}
     with traced_as_subagent(run.meter):
+        if (remaining := run.remaining()) is None:
+            return run.graph.invoke(_made(inputs), run.config)
         context = contextvars.copy_context()
+    outcome: dict[str, Any] = {}
     slot = run.slot
 
     def target() -> None:
@@ -655,9 +653,8 @@ def invoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
 async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     """Run the child as its own task; at the deadline, abandon it. Waited on with ``asyncio.wait``, never
     ``await``-ed: a child's ``GeneratorExit`` thrown into an awaiting coroutine would close the whole chain."""
-    slot: Slot | WorkHolder = run.slot
-    if slot is NO_CAP:  # a runner without a cap of its own, in work that holds one (a background task's place)
-        slot = SLOT.get() or slot
+    # A runner without a cap of its own, in work that holds one (a background task's place), charges that.
+    slot: Slot | WorkHolder = (SLOT.get() or NO_CAP) if run.slot is NO_CAP else run.slot
     # The child's task copies this context: it charges its sync tools to this slot and is traced as a subagent.
     keep_child_exits()  # any task the child makes, its own included, fails alone on its code's exit
     with running_in(slot), traced_as_subagent(run.meter):
@@ -997,26 +994,24 @@ def stop_on_ctrl_c(then: Any = None) -> Iterator[bool]:
     """Within the block, Ctrl-C stops every child first (:func:`request_stop`), then ``then`` (default: the
     handler in place). Main thread only; yields whether it is in place. The flag is cleared as the outermost
     block starts, never as it ends: a program reads it after."""
-    if threading.current_thread() is not threading.main_thread():
-        yield False
-        return
+    installed = False
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):  # no signals here (an embedded interpreter, say)
+            previous = signal.getsignal(signal.SIGINT)
+            if _is_watch(previous):
+                # A synchronous run's watch outlives its run when the run stops between the model call that
+                # started children and the next one (an approval pause, an error): it stands in for Python's own.
+                previous = signal.default_int_handler
+            if not isinstance(previous, _CtrlC):
+                _STOP.clear()  # a new run: an earlier run's Ctrl-C is not this one's
+            signal.signal(signal.SIGINT, _CtrlC(previous if then is None else then))
+            installed = True
     try:
-        previous = signal.getsignal(signal.SIGINT)
-        if _is_watch(previous):
-            # A synchronous run's watch outlives its run when the run stops between the model call that
-            # started children and the next one (an approval pause, an error): it stands in for Python's own.
-            previous = signal.default_int_handler
-        if not isinstance(previous, _CtrlC):
-            _STOP.clear()  # a new run: an earlier run's Ctrl-C is not this one's
-        signal.signal(signal.SIGINT, _CtrlC(previous if then is None else then))
-    except (ValueError, OSError):  # no signals here (an embedded interpreter, say)
-        yield False
-        return
-    try:
-        yield True
+        yield installed
     finally:
-        with contextlib.suppress(ValueError, OSError, TypeError):
-            signal.signal(signal.SIGINT, previous)
+        if installed:
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(signal.SIGINT, previous)
 
 
 def watch_interrupts() -> bool:
