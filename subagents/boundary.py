@@ -899,6 +899,4 @@ def _appended_once(system: SystemMessage | str | None, block: str) -> SystemMess
 
 def with_prompt_block(request: ModelRequest[ContextT], block: str) -> ModelRequest[ContextT]:
     """The model request with ``block`` appended to its system message (see :func:`with_text_appended`)."""
-    if not block:
-        return request
-    return request.override(system_message=_appended_once(request.system_message, block))
+    return request.override(system_message=_appended_once(request.system_message, block)) if block else request
