@@ -575,7 +575,8 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
         if isinstance(mw, HumanInTheLoopMiddleware):
             floor.update({n: rule for n, rule in (mw.interrupt_on or {}).items() if rule and n in names})
     interrupt_on = spec.interrupt_on if spec.interrupt_on is not None else options.interrupt_on
-    own = approval_rules(mode, names, risky_tools=options.risky_tools, interrupt_on=interrupt_on)
+    own = approval_rules(mode, names, risky_tools=options.risky_tools,
+                         interrupt_on=interrupt_on) if mode is not None or interrupt_on else {}
     theirs = [mw for mw in middleware if type(mw) is HumanInTheLoopMiddleware]  # a subclass is kept as it is
     for mw in theirs:
         own.update({n: rule for n, rule in mw.interrupt_on.items() if rule})
