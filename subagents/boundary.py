@@ -33,7 +33,7 @@ import threading
 import types
 import weakref
 import zoneinfo
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol, TypedDict, cast, get_args, get_origin, get_type_hints
 
@@ -52,6 +52,7 @@ from langgraph.types import Command
 from langgraph.typing import ContextT
 
 from subagents.errors import SubagentsError, from_signal_handler, is_real_cancellation, safe_text
+from subagents.plans import ModelCallPlan
 from subagents.roles import ChildPolicy
 
 log = logging.getLogger(__name__)
@@ -495,13 +496,13 @@ def without_agents_block(system: SystemMessage) -> SystemMessage:
     return cleaned
 
 
-class OneLevelGuard(AgentMiddleware):
+class OneLevelGuard(ModelCallPlan, AgentMiddleware):
     """Keeps delegation out of a child at every model and tool call."""
 
     name = "OneLevelGuard"
     child_policy = ChildPolicy(keeps_model=True, model_call_only=True)
 
-    def _clean(self, request: Any) -> Any:
+    def model_plan(self, request: Any) -> Generator[Any, Any, Any]:
         tools = [t for t in request.tools if not is_forbidden_tool(t)]
         overrides: dict[str, Any] = {}
         if len(tools) != len(request.tools):
@@ -509,16 +510,7 @@ class OneLevelGuard(AgentMiddleware):
         system = request.system_message
         if system is not None and "available_agents" in system.text.lower():
             overrides["system_message"] = without_agents_block(system)
-        return request.override(**overrides) if overrides else request
-
-    def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-                       ) -> ModelCallResult[Any]:
-        return handler(self._clean(request))
-
-    async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelCallResult[Any]:
-        return await handler(self._clean(request))
+        return (yield request.override(**overrides) if overrides else request)
 
 
 def refusal(request: Any) -> ToolMessage | None:
@@ -612,7 +604,7 @@ async def held_until_it_returns(call: Awaitable[Any]) -> Any:
     task = asyncio.ensure_future(call)
     if slot is not None:
         slot.share()
-    task.add_done_callback(functools.partial(_call_returned, slot))
+    task.add_done_callback(functools.partial(call_returned, slot))
     return await asyncio.shield(task)
 
 
@@ -633,11 +625,12 @@ class HeldModelCalls(AgentMiddleware):
         return cast("ModelResponse[Any]", await held_until_it_returns(handler(request)))
 
 
-def _call_returned(slot: WorkHolder | None, task: asyncio.Future[Any]) -> None:
+def call_returned(slot: WorkHolder | None, task: asyncio.Future[Any]) -> None:
+    """Done: ``slot``'s share is given back, and the task's error read (an abandoned one's is not "never retrieved")."""
     if slot is not None:
         slot.release()
     if not task.cancelled():
-        task.exception()  # read: an abandoned call's error is not "never retrieved"
+        task.exception()
 
 
 def _copy_on_pool(tool: Any) -> Any:
@@ -794,11 +787,9 @@ def _one(key: str, value: Any, inputs: Mapping[str, Any], channels: Mapping[str,
          parallel: bool, update: dict[str, Any], earlier: list[Any], checkpointed: bool) -> str | None:
     from langgraph.channels import BinaryOperatorAggregate, Topic
 
-    channel = None
-    if channels is not None:
-        channel = channels.get(key)
-        if channel is None:
-            return "the parent's state has no such key"
+    channel = None if channels is None else channels.get(key)
+    if channels is not None and channel is None:
+        return "the parent's state has no such key"
     if isinstance(channel, (BinaryOperatorAggregate, Topic)):
         before = inputs.get(key, _MISSING)
         delta = contribution(before, value)
@@ -908,6 +899,4 @@ def _appended_once(system: SystemMessage | str | None, block: str) -> SystemMess
 
 def with_prompt_block(request: ModelRequest[ContextT], block: str) -> ModelRequest[ContextT]:
     """The model request with ``block`` appended to its system message (see :func:`with_text_appended`)."""
-    if not block:
-        return request
-    return request.override(system_message=_appended_once(request.system_message, block))
+    return request.override(system_message=_appended_once(request.system_message, block)) if block else request

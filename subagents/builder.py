@@ -16,7 +16,7 @@ import logging
 import re
 import sys
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain.agents import create_agent
@@ -24,9 +24,7 @@ from langchain.agents.middleware import (
     AgentMiddleware,
     AgentState,
     HumanInTheLoopMiddleware,
-    ModelCallResult,
     ModelRequest,
-    ModelResponse,
     ModelRetryMiddleware,
     PIIMiddleware,
     SummarizationMiddleware,
@@ -66,6 +64,7 @@ from subagents.definitions.permissions import (
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
 from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
 from subagents.metering import WrapUp
+from subagents.plans import ModelCallPlan
 from subagents.roles import overrides, policy_of
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
 from subagents.truncation import RetryTruncated, RetryTruncatedSetting
@@ -409,7 +408,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= _MAX_VIOLATION_CHARS else text[: _MAX_VIOLATION_CHARS - 3] + "..."
 
 
-class OutputRetryLimit(AgentMiddleware):
+class OutputRetryLimit(ModelCallPlan, AgentMiddleware):
     """Fails the child once it answered in the wrong shape ``retries + 1`` times, or in plain text."""
 
     def __init__(self, tool_names: frozenset[str], retries: int, label: str) -> None:
@@ -418,7 +417,8 @@ class OutputRetryLimit(AgentMiddleware):
         self.retries = retries
         self.label = label
 
-    def _checked(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
+    def model_plan(self, request: ModelRequest[Any]) -> Generator[ModelRequest[Any], Any, Any]:
+        response = yield request
         failed = [m for m in getattr(response, "result", ()) or () if self._is_retry(m)]
         if not failed or getattr(response, "structured_response", None) is not None:
             return response
@@ -441,15 +441,6 @@ class OutputRetryLimit(AgentMiddleware):
         attempts = self._earlier_failures(state.get("messages") or ()) + 1
         raise OutputSchemaViolation(self.label, attempts,
                                     f"answered in plain text instead of calling its output tool {self.label!r}")
-
-    def wrap_model_call(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-                       ) -> ModelCallResult[Any]:
-        return self._checked(request, handler(request))
-
-    async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelCallResult[Any]:
-        return self._checked(request, await handler(request))
 
 
 log = logging.getLogger(__name__)
@@ -530,15 +521,13 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
     swapped_in = [m for mw in middleware if isinstance(ms := getattr(mw, "models", None), (list, tuple)) for m in ms]
     if runs_on_a_thread(model) or any(runs_on_a_thread(m) for m in swapped_in):
         middleware.append(HeldModelCalls())
-    guard = guard_for(middleware, has_tools=has_tools)
-    # Outermost, after the guard is chosen: nothing inside can offer a tool on the wrap-up call. A child that
-    # can never be offered a tool has nothing to wrap up.
-    if has_tools:
-        middleware.insert(0, WrapUp())
+    guard = guard_for(middleware, has_tools=has_tools)  # the tool guard exactly when it has tools
     if guard is not None:
         middleware.append(guard)  # innermost: it sees the request every other middleware changed
-    if isinstance(guard, OneLevelToolGuard):  # outermost: no middleware runs a forbidden call first
-        middleware.insert(0, OneLevelToolRefusal())
+    # Outermost: no middleware runs a forbidden call first, nor offers a tool on the wrap-up call. A child that
+    # can never be offered a tool has nothing to wrap up.
+    if has_tools:
+        middleware[:0] = [OneLevelToolRefusal(), WrapUp()]
     skills = available_skills_block(skills_for(spec.skills, options.skills, agent=spec.name)) if spec.skills else ""
     prompt = "\n\n".join(part for part in (strip_agents_block(spec.system_prompt), skills) if part)
     graph = create_agent(model, tools, system_prompt=prompt or None,
@@ -568,12 +557,9 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,
                       model_for: Callable[[Any], Any], inherited: Sequence[Any] = ()) -> list[Any]:
     """The child's own middleware: the spec's (never a delegating one), approvals, condenser, hooks."""
-    middleware: list[Any] = []
-    for mw in spec.middleware:
-        if is_delegating_middleware(mw):
-            log.warning("subagent %r: dropped delegating middleware %s", spec.name, mw.name)
-            continue
-        middleware.append(mw)
+    for mw in filter(is_delegating_middleware, spec.middleware):
+        log.warning("subagent %r: dropped delegating middleware %s", spec.name, mw.name)
+    middleware = [mw for mw in spec.middleware if not is_delegating_middleware(mw)]
 
     def missing(cls: type) -> bool:
         return not any(isinstance(mw, cls) for mw in middleware)

@@ -105,18 +105,13 @@ def merge_async_records(left: Ledger | None, right: Ledger | None) -> Ledger:
         return left
     merged = dict(left or {})
     for task_id, fields in (right or {}).items():
+        if not isinstance(fields, Mapping):
+            raise StoredDataError(f"async_tasks: the update for task {task_id!r} is a {type(fields).__name__}, "
+                                  "not a mapping of fields")
         before = merged.get(task_id)
         # A damaged record in state (not a mapping) is replaced by the update rather than merged.
-        merged[task_id] = {**before, **_fields(task_id, fields)} if isinstance(before, Mapping) else (
-            _fields(task_id, fields))
+        merged[task_id] = {**before, **fields} if isinstance(before, Mapping) else dict(fields)
     return merged
-
-
-def _fields(task_id: Any, fields: Any) -> dict[str, Any]:
-    if not isinstance(fields, Mapping):
-        raise StoredDataError(f"async_tasks: the update for task {task_id!r} is a {type(fields).__name__}, "
-                              "not a mapping of fields")
-    return dict(fields)
 
 
 def merge_records(left: Ledger | None, right: Ledger | None) -> Ledger:

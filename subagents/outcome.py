@@ -25,6 +25,9 @@ from subagents.errors import SpecError, StopReason
 from subagents.metering import dollars, token_count
 from subagents.transcripts import NO_TRANSCRIPT
 
+TASK_ID_METADATA_KEY = "subagent_task_id"
+"""Set in the metadata of every child run; its presence means "inside a child"."""
+
 TaskStatus = Literal["pending", "running", "waiting_for_approval", "completed", "error", "cancelled", "lost"]
 
 _TASK_ID_NAMESPACE = uuid.UUID("6f1c1c1e-2b8e-4d3e-9d0a-5a2f1f0c7e11")

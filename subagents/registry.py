@@ -36,8 +36,7 @@ class GraphCache:
             if key in self._graphs:
                 self._graphs.move_to_end(key)
                 return self._graphs[key]
-            graph = build()
-            self._graphs[key] = graph
+            graph = self._graphs[key] = build()
             while len(self._graphs) > self.max_graphs:
                 self._graphs.popitem(last=False)
             return graph
@@ -121,11 +120,8 @@ def _check_text(field: str, value: str, limit: int) -> None:
         raise DynamicSubagentError(f"{field}: {len(value)} characters; at most {limit} are accepted")
 
 
-def spec_from_definition(definition: DynamicDefinition | Mapping[str, Any]) -> SubagentSpec:
-    """The :class:`SubagentSpec` a (checked) definition builds into."""
-    if not isinstance(definition, DynamicDefinition):
-        fields = {k: definition.get(k) for k in DynamicDefinition.model_fields if k in definition}
-        definition = DynamicDefinition.model_validate(fields)
+def spec_from_definition(definition: DynamicDefinition) -> SubagentSpec:
+    """The :class:`SubagentSpec` a checked definition builds into."""
     return SubagentSpec(name=definition.name, description=definition.description,
                         system_prompt=definition.system_prompt, max_turns=definition.max_turns,
                         tools=None if definition.tools is None else tuple(definition.tools), metadata={"dynamic": True})

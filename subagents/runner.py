@@ -14,6 +14,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import os
 import signal
 import threading
@@ -21,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast, get_args
 
+from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
 from langchain_core.messages import AIMessage
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, GraphRecursionError, ParentCommand
@@ -38,6 +40,7 @@ from subagents.boundary import (
     SLOT,
     ChildInput,
     WorkHolder,
+    call_returned,
     changed_keys,
     is_forbidden_tool,
     langchain_private_state_keys,
@@ -51,13 +54,12 @@ from subagents.errors import (
     REAL_CANCELLATION,
     ChildExit,
     CtrlCHandler,
-    DelegationRefused,
+    MaxTurnsReached,
     OutputSchemaError,
     ParentWriteRefused,
     SpecError,
     StopReason,
     SubagentError,
-    TaskTimeout,
     UnknownSubagent,
     is_ctrl_c,
     is_real_cancellation,
@@ -82,6 +84,7 @@ from subagents.metering import (
     run_prices,
     token_count,
 )
+from subagents.outcome import TASK_ID_METADATA_KEY as TASK_ID_METADATA_KEY  # where callers look for it
 from subagents.outcome import (
     ChildAnswer,
     TaskCall,
@@ -121,11 +124,9 @@ class Slot:
 
     def share(self) -> None:
         """One more piece of work holds this place (a thread or task that outlives its caller)."""
-        if self._limit is None:
-            return
-        with self._lock:
-            if self._shares > 0:
-                self._shares += 1
+        if self._limit is not None:
+            with self._lock:
+                self._shares += 1 if self._shares > 0 else 0  # none left: the place went back already
 
     def release(self) -> None:
         """One piece of work is done; the place returns to the cap when the last one is."""
@@ -151,22 +152,20 @@ NO_CAP = Slot(None)  # the slot handed out when there is no cap: sharing and rel
 
 class _Waiter:
     """A thread (an event) or a coroutine (a future on its loop) waiting for a place."""
-    __slots__ = ("event", "loop", "future", "granted")
+    __slots__ = ("loop", "signal", "granted")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.loop = loop
-        self.event = threading.Event() if loop is None else None
-        self.future: asyncio.Future[None] | None = loop.create_future() if loop is not None else None
+        self.signal: Any = threading.Event() if loop is None else loop.create_future()
         self.granted = False
 
     def wake(self) -> bool:
         """Tell the waiter it has the place; False if it can no longer be told (its loop is closed)."""
-        if self.event is not None:
-            self.event.set()
-            return True
-        assert self.loop is not None and self.future is not None
         try:
-            self.loop.call_soon_threadsafe(_resolve, self.future)
+            if self.loop is None:
+                self.signal.set()
+            else:
+                self.loop.call_soon_threadsafe(_resolve, self.signal)
         except RuntimeError:  # the loop is closed: that waiter is gone
             return False
         return True
@@ -212,7 +211,7 @@ class ConcurrencyLimit:
             waiter = _Waiter(loop)
             self._waiting.append(waiter)
         try:
-            yield waiter.event or waiter.future
+            yield waiter.signal
         except BaseException:  # Ctrl-C or cancellation while waiting: leave the queue, or pass on a place just given
             self._abandon(waiter)
             raise
@@ -250,28 +249,18 @@ class ConcurrencyLimit:
 _FAILURE_REASONS = frozenset(get_args(StopReason)) - {"completed", "truncated"}
 
 
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """The limits a task ran under, for naming the one that stopped it."""
-    max_turns: int | None = None
-    recursion_limit: int | None = None
-    timeout_s: float | None = None
-
-
-def describe_failure(exc: BaseException, *, limits: Limits = Limits(), origin: StopReason | None = None
+def describe_failure(exc: BaseException, run: Delegation | None = None, origin: StopReason | None = None
                     ) -> tuple[StopReason, str]:
-    """``(stop_reason, reason)`` for a failed task; never raises. ``origin``: ``model_error`` or ``tool_error``."""
+    """``(stop_reason, reason)`` for a failed task (of ``run``, naming its limits); never raises. ``origin``:
+    ``model_error`` or ``tool_error``."""
     try:
-        return _describe(exc, limits, origin)
+        return _describe(exc, run.recursion_limit if run else None, run.timeout_s if run else None, origin)
     except BaseException:  # noqa: BLE001 - the failure path must never raise
         return "error", f"{type_name(exc)}: (the error could not be described)"
 
 
-def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> tuple[StopReason, str]:
-    from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
-
-    from subagents.errors import MaxTurnsReached
-
+def _describe(exc: BaseException, recursion_limit: int | None, timeout_s: float | None, origin: StopReason | None
+              ) -> tuple[StopReason, str]:
     if origin in ("model_error", "tool_error") and isinstance(exc, SubagentError):
         # The library's error raised by a child's model or tool (one that itself delegates, say): its
         # stop_reason tells of that tool's inner run, not of this task. The meter's own are never here.
@@ -283,13 +272,13 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
         return "max_turns", (f"was stopped by its own ModelCallLimitMiddleware ({safe_text(exc, 300)}). "
                              "Split the task into smaller pieces, or raise that middleware's limit.")
     if isinstance(exc, GraphRecursionError) and origin != "tool_error":
-        return "recursion", (f"hit its recursion limit ({limits.recursion_limit} steps) before finishing. "
+        return "recursion", (f"hit its recursion limit ({recursion_limit} steps) before finishing. "
                              "Split the task into smaller pieces, or raise recursion_limit.")
     if isinstance(exc, SubagentError):
         claimed: Any = exc.stop_reason  # one a failure can have; a subclass's own invention is "error"
         reason = cast(StopReason, claimed) if type(claimed) is str and claimed in _FAILURE_REASONS else "error"
         if reason == "timeout":
-            after = f" after {limits.timeout_s:g}s" if isinstance(limits.timeout_s, (int, float)) else ""
+            after = f" after {timeout_s:g}s" if isinstance(timeout_s, (int, float)) else ""
             stalled = getattr(exc, "stalled", None)
             if isinstance(stalled, str) and stalled:
                 return "timeout", f"timed out{after}, but {stalled}"
@@ -304,17 +293,10 @@ def _describe(exc: BaseException, limits: Limits, origin: StopReason | None) -> 
 # schema and a fork each change one part. What a mode adds to the record comes back as ``record_extra``.
 
 
-@dataclasses.dataclass
-class ChildSetup:
-    """What one delegation runs."""
-    spec: AnySpec
-    graph: Any
-    prepare: Callable[[], ChildInput]  # makes the child's input and own copies, as its task runs
-    record_extra: dict[str, Any]
-
-
-def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[str]) -> ChildSetup:
-    """The spec, graph and input for ``call`` (a stand-in registry: declared specs and forks only)."""
+def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[str]
+                 ) -> tuple[AnySpec, Any, Callable[[], ChildInput], dict[str, Any]]:
+    """``(spec, graph, prepare, record_extra)`` for ``call``: ``prepare`` makes the child's input and own copies,
+    as its task runs (a stand-in registry: declared specs and forks only)."""
     modes = isinstance(registry, SubagentRegistry)
     spec, spec_key, extra = _spec_for(registry, call, modes)
     requested = requested_format(call.output_schema, call.parent_config) if modes else None
@@ -329,8 +311,8 @@ def set_up_child(registry: SubagentRegistry, call: TaskCall, blocked: frozenset[
     if fork:
         extra["context"] = "fork"
     # The child's own copies, made once, as its task runs: what it changes in place stays its own.
-    return ChildSetup(spec, graph, lambda: ChildInput.of(call.parent_state, call.description, blocked, fork=fork,
-                                                         tool_call_id=call.tool_call_id), extra)
+    return spec, graph, lambda: ChildInput.of(call.parent_state, call.description, blocked, fork=fork,
+                                              tool_call_id=call.tool_call_id), extra
 
 
 def _spec_for(registry: SubagentRegistry, call: TaskCall, modes: bool
@@ -413,7 +395,9 @@ class Delegation:
     recorder: TranscriptRecorder | None = None
     sink: Any = None
     transcript: str | None = None
-    limits: Limits = Limits()
+    max_turns: int | None = None  # the limits it runs under
+    recursion_limit: int | None = None
+    timeout_s: float | None = None
     record_extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     short_answer_threshold: int | None = None  # the spec's own (None: the runner's applies)
@@ -433,33 +417,29 @@ class Delegation:
         configurable = call.parent_config.get(CONF) or {}
         thread_id = configurable.get("thread_id")
         namespace = str(configurable.get("checkpoint_ns", ""))
-        return cls(call=call, task_id=task_id_for(thread_id, namespace, call.tool_call_id),
-                   thread_id=thread_id, namespace=namespace,
-                   started_at=time.time(), started_clock=time.monotonic())
+        return cls(call=call, task_id=task_id_for(thread_id, namespace, call.tool_call_id), thread_id=thread_id,
+                   namespace=namespace, started_at=time.time(), started_clock=time.monotonic())
 
     def resolve(self, spec: Any, graph: Any, prepare: Callable[[], ChildInput], record_extra: dict[str, Any]) -> None:
         """The child graph, what makes its isolated input, and the limits it runs under."""
-        self.graph, self.prepare = graph, prepare
-        self.record_extra = record_extra
+        self.graph, self.prepare, self.record_extra = graph, prepare, record_extra
         self.short_answer_threshold = getattr(spec, "short_answer_threshold", None)
         built = not isinstance(spec, CompiledSubagent)
         # create_agent bakes in 9,999 steps, which is no choice at all: a child without a limit of
         # its own below that takes the parent's, but at most MAX_INHERITED_RECURSION_LIMIT.
         inherited = int(self.call.parent_config.get("recursion_limit") or DEFAULT_RECURSION_LIMIT)
         own = spec.recursion_limit if spec.recursion_limit and spec.recursion_limit < LANGCHAIN_DEFAULT_LIMIT else None
-        max_turns = (spec.max_turns or DEFAULT_MAX_TURNS) if built else None
+        self.max_turns = (spec.max_turns or DEFAULT_MAX_TURNS) if built else None
         # Never below what max_turns needs (a model step and a tool step per turn, plus hooks).
-        cap = max(MAX_INHERITED_RECURSION_LIMIT, 4 * (max_turns or 0))
-        recursion = own or min(inherited, cap)
-        self.limits = Limits(max_turns=max_turns, recursion_limit=recursion, timeout_s=spec.timeout_s)
+        self.recursion_limit = own or min(inherited, max(MAX_INHERITED_RECURSION_LIMIT, 4 * (self.max_turns or 0)))
+        self.timeout_s = spec.timeout_s
 
     def open_transcript(self, new_sink: Callable[..., Any]) -> None:
         """Open the task's transcript sink; one that cannot open costs the transcript, not the task."""
         has_checkpointer = (self.call.parent_config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER) is not None
         try:
-            self.sink = new_sink(task_id=self.task_id, agent_type=self.call.subagent_type,
-                                 thread_id=self.thread_id, tool_call_id=self.call.tool_call_id,
-                                 namespace=self.namespace, store=self.call.store,
+            self.sink = new_sink(task_id=self.task_id, agent_type=self.call.subagent_type, thread_id=self.thread_id,
+                                 tool_call_id=self.call.tool_call_id, namespace=self.namespace, store=self.call.store,
                                  has_checkpointer=has_checkpointer)
         except Exception as exc:  # noqa: BLE001 - an unwritable sessions_dir, a store that refuses
             self.sink = self.recorder = None
@@ -479,7 +459,7 @@ class Delegation:
         # One handler: the recorder rides inside the meter, which sees each event after it.
         meter = meter_for(self.sink)
         self.recorder = meter.recorder if isinstance(meter, RecordingMeter) else None
-        meter.max_turns = self.limits.max_turns
+        meter.max_turns = self.max_turns
         meter.max_tokens = spec.max_tokens if built else None
         meter.max_usd = spec.max_budget_per_run if built else None
         meter.prices, meter.budget = prices, budget
@@ -490,7 +470,7 @@ class Delegation:
         meter.progress_about = {"type": "subagent_progress", "task_id": self.task_id,
                                 "tool_call_id": self.call.tool_call_id, "agent_type": self.call.subagent_type}
         self.meter = meter
-        self.config = {"recursion_limit": self.limits.recursion_limit, "callbacks": [self.meter],
+        self.config = {"recursion_limit": self.recursion_limit, "callbacks": [self.meter],
                        "metadata": {metadata_key: self.task_id, "subagent_tool_call_id": self.call.tool_call_id}}
         if getattr(self.graph, "name", None) != self.call.subagent_type:  # a built child is named already
             self.config["run_name"] = self.call.subagent_type
@@ -499,10 +479,10 @@ class Delegation:
         """The task starts running (after any wait for the concurrency cap)."""
         self.begun = True
         self.begun_clock = time.monotonic()
-        if self.limits.timeout_s is not None and self.meter is not None:
+        if self.timeout_s is not None and self.meter is not None:
             # One timeout_s for the whole task: a task resumed after an approval has what its segments left.
-            self.meter.deadline = self.begun_clock + max(0.0, self.limits.timeout_s - self.ran_s)
-            self.meter.timeout_s = self.limits.timeout_s
+            self.meter.deadline = self.begun_clock + max(0.0, self.timeout_s - self.ran_s)
+            self.meter.timeout_s = self.timeout_s
         resumed = {"waiting_ms": round(self.waiting_ms, 3)} if self.waiting_ms else {}
         self.emit("running", namespace=tuple(self.namespace.split("|")) if self.namespace else (), **resumed)
 
@@ -560,14 +540,18 @@ class Delegation:
         return {} if self.meter is None else self.meter.settled_usage()
 
     def explain(self, exc: BaseException) -> tuple[StopReason, str]:
-        exc = _stood_in_for(exc)
-        if self.meter is None:
-            return describe_failure(exc, limits=self.limits)
-        try:
-            exc, origin = self.meter.source_of(exc), self.meter.origin_of(exc)
-        except BaseException:  # noqa: BLE001 - a hostile error's attributes: the failure path must never raise
-            origin = None
-        return describe_failure(exc, limits=self.limits, origin=origin)
+        # What ``exc`` stands in for: LangChain's async model call takes a non-``Exception`` error for a result and
+        # ends in an ``AttributeError`` whose ``obj`` is it; a ``ChildExit`` holds a ``SystemExit`` or
+        # ``GeneratorExit``, LangGraph's ``NodeCancelledError`` a node's ``CancelledError`` (whose text it drops).
+        if type(exc) in (ChildExit, NodeCancelledError) and isinstance(exc.__cause__, BaseException):
+            exc = exc.__cause__
+        elif type(exc) is AttributeError and isinstance(exc.obj, BaseException) and not isinstance(exc.obj, Exception):
+            exc = exc.obj
+        origin = None
+        with contextlib.suppress(BaseException):  # a hostile error's attributes: the failure path must never raise
+            if self.meter is not None:
+                exc, origin = self.meter.source_of(exc), self.meter.origin_of(exc)
+        return describe_failure(exc, self, origin)
 
     def emit(self, status: str, **extra: Any) -> None:
         event = {"type": "subagent_task", "task_id": self.task_id, "tool_call_id": self.call.tool_call_id,
@@ -621,16 +605,6 @@ class Delegation:
             pass
 
 
-def _stood_in_for(exc: BaseException) -> BaseException:
-    """The error ``exc`` stands in for: LangChain's async model call takes a non-``Exception`` error for a
-    result and ends in an ``AttributeError`` whose ``obj`` is it; a ``ChildExit`` holds a ``SystemExit`` or
-    ``GeneratorExit``, LangGraph's ``NodeCancelledError`` a node's ``CancelledError`` (whose text it drops)."""
-    if type(exc) in (ChildExit, NodeCancelledError) and isinstance(exc.__cause__, BaseException):
-        return exc.__cause__
-    obj = exc.obj if type(exc) is AttributeError else None
-    return obj if isinstance(obj, BaseException) and not isinstance(obj, Exception) else exc
-
-
 @contextlib.contextmanager
 def traced_as_subagent(meter: TaskMeter | None = None) -> Iterator[None]:
     """Child runs started inside reach LangSmith as a subagent's: ``ls_agent_type`` rides in the tracing
@@ -650,13 +624,11 @@ def _made(inputs: ChildStep) -> dict[str, Any]:
 
 def invoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     """Invoke on this thread, or, with a timeout, on a helper thread we can stop waiting for."""
-    remaining = run.remaining()
-    if remaining is None:
-        with traced_as_subagent(run.meter):
-            return run.graph.invoke(_made(inputs), run.config)
-    outcome: dict[str, Any] = {}
     with traced_as_subagent(run.meter):
+        if (remaining := run.remaining()) is None:
+            return run.graph.invoke(_made(inputs), run.config)
         context = contextvars.copy_context()
+    outcome: dict[str, Any] = {}
     slot = run.slot
 
     def target() -> None:
@@ -681,20 +653,18 @@ def invoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
 async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     """Run the child as its own task; at the deadline, abandon it. Waited on with ``asyncio.wait``, never
     ``await``-ed: a child's ``GeneratorExit`` thrown into an awaiting coroutine would close the whole chain."""
-    slot: Slot | WorkHolder = run.slot
-    if slot is NO_CAP:  # a runner without a cap of its own, in work that holds one (a background task's place)
-        slot = SLOT.get() or slot
+    # A runner without a cap of its own, in work that holds one (a background task's place), charges that.
+    slot: Slot | WorkHolder = (SLOT.get() or NO_CAP) if run.slot is NO_CAP else run.slot
     # The child's task copies this context: it charges its sync tools to this slot and is traced as a subagent.
     keep_child_exits()  # any task the child makes, its own included, fails alone on its code's exit
     with running_in(slot), traced_as_subagent(run.meter):
         child = asyncio.ensure_future(_ainvoke(run, inputs))
     slot.share()
-    child.add_done_callback(lambda _: slot.release())  # abandoned or not: free once it has ended
+    child.add_done_callback(functools.partial(call_returned, slot))  # abandoned or not: free once it has ended
     try:
         done, _ = await asyncio.wait({child}, timeout=run.remaining())
     except BaseException as exc:  # this task is cancelled: so is the child, and it ends before we do
         child.cancel()
-        child.add_done_callback(_discard)
         if not isinstance(exc, GeneratorExit):  # a coroutine being closed may not await again
             with contextlib.suppress(BaseException):  # cancelled again: stop waiting, the first reason stands
                 await asyncio.wait({child})
@@ -702,7 +672,6 @@ async def ainvoke_with_deadline(run: Delegation, inputs: ChildStep) -> Any:
     if child in done:
         return child.result()
     child.cancel()
-    child.add_done_callback(_discard)
     return _expired(run)
 
 
@@ -728,21 +697,10 @@ async def _ainvoke(run: Delegation, inputs: ChildStep) -> Any:
 
 
 def _expired(run: Delegation) -> Any:
-    if run.meter is not None:
-        error = run.meter.timeout_error()
-        run.meter.stop(error)
-    else:
-        error = TaskTimeout("timed out", timeout_s=run.limits.timeout_s)
+    assert run.meter is not None  # a deadline is the meter's (remaining)
+    error = run.meter.timeout_error()
+    run.meter.stop(error)
     raise error
-
-
-def _discard(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
-
-
-TASK_ID_METADATA_KEY = "subagent_task_id"
-"""Set in the metadata of every child run; its presence means "inside a child"."""
 
 
 class TaskRunner:
@@ -761,11 +719,10 @@ class TaskRunner:
 
             settings = DelegationSettings()
         limits, seen = settings.limits, settings.observability
-        budget = limits.budget
         self.registry = registry
         self.limit = ConcurrencyLimit(max_concurrent)
+        self.budget = budget = limits.budget
         self.prices = run_prices(seen.prices, budget)
-        self.budget = budget
         self.short_answer_threshold = limits.short_answer_threshold
         self.wrap_up = limits.wrap_up
         self.new_sink = sink_chooser(seen.sessions_dir, seen.transcript_store)
@@ -882,10 +839,10 @@ class TaskRunner:
         if (spent := self._refused_for_budget(run)) is not None:
             return spent
         try:
-            setup = set_up_child(self.registry, call, self.blocked_keys)
-            run.resolve(setup.spec, call.graph or setup.graph, setup.prepare, setup.record_extra)
+            spec, graph, prepare, extra = set_up_child(self.registry, call, self.blocked_keys)
+            run.resolve(spec, call.graph or graph, prepare, extra)
             run.open_transcript(self.new_sink)
-            run.configure(setup.spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY,
+            run.configure(spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY,
                           wrap_up=self.wrap_up)
             self._resume_usage(run)
         except UnknownSubagent as exc:
@@ -917,9 +874,7 @@ class TaskRunner:
             run.meter.carry(carried["usage"])
         # The task began when its first segment did; the pause is waiting, not work.
         run.waiting_ms = carried["waiting_ms"] + max(0.0, run.started_at - carried["paused_at"]) * 1000
-        run.carried_ms = carried["work_ms"]
-        run.ran_s = carried["ran_s"]
-        run.started_at = carried["started_at"]
+        run.carried_ms, run.ran_s, run.started_at = carried["work_ms"], carried["ran_s"], carried["started_at"]
 
     def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str, read: ChildAnswer,
                 cut_short_by: SubagentError | None = None) -> TaskOutcome:
@@ -929,8 +884,7 @@ class TaskRunner:
         usage = run.usage()  # read once: the record and the event carry the same figures
         stop_reason = cut_short_by.stop_reason if cut_short_by else "truncated" if read.cut_short else "completed"
         record = self._record(run, stop_reason, answer=answer, usage=usage)
-        record["truncated_retries"] = read.truncated_retries
-        record["partial"] = cut_short_by is not None
+        record.update(truncated_retries=read.truncated_retries, partial=cut_short_by is not None)
         cut = {"stop_reason": stop_reason, "partial": True} if cut_short_by else {}
         run.emit("completed", duration_ms=record["duration_ms"], **cut, **usage)
         changes = changed_keys(result, run.inputs, self.blocked_keys, run.given)
@@ -947,11 +901,9 @@ class TaskRunner:
 
     def _refuse(self, run: Delegation, reason: str, stop_reason: StopReason = "refused") -> TaskOutcome:
         """A delegation that never ran a child: a record (its transcript is empty), an event, an error."""
-        error = DelegationRefused(reason, stop_reason=stop_reason)
         run.transcript = NO_TRANSCRIPT
-        record = self._record(run, error.stop_reason, error=reason)
-        run.emit("error", error=reason, stop_reason=error.stop_reason, duration_ms=record["duration_ms"],
-                 refused=True)
+        record = self._record(run, stop_reason, error=reason)
+        run.emit("error", error=reason, stop_reason=stop_reason, duration_ms=record["duration_ms"], refused=True)
         return TaskOutcome(record, error=reason, events=run.events)
 
     @staticmethod
@@ -1042,26 +994,24 @@ def stop_on_ctrl_c(then: Any = None) -> Iterator[bool]:
     """Within the block, Ctrl-C stops every child first (:func:`request_stop`), then ``then`` (default: the
     handler in place). Main thread only; yields whether it is in place. The flag is cleared as the outermost
     block starts, never as it ends: a program reads it after."""
-    if threading.current_thread() is not threading.main_thread():
-        yield False
-        return
+    installed = False
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):  # no signals here (an embedded interpreter, say)
+            previous = signal.getsignal(signal.SIGINT)
+            if _is_watch(previous):
+                # A synchronous run's watch outlives its run when the run stops between the model call that
+                # started children and the next one (an approval pause, an error): it stands in for Python's own.
+                previous = signal.default_int_handler
+            if not isinstance(previous, _CtrlC):
+                _STOP.clear()  # a new run: an earlier run's Ctrl-C is not this one's
+            signal.signal(signal.SIGINT, _CtrlC(previous if then is None else then))
+            installed = True
     try:
-        previous = signal.getsignal(signal.SIGINT)
-        if _is_watch(previous):
-            # A synchronous run's watch outlives its run when the run stops between the model call that
-            # started children and the next one (an approval pause, an error): it stands in for Python's own.
-            previous = signal.default_int_handler
-        if not isinstance(previous, _CtrlC):
-            _STOP.clear()  # a new run: an earlier run's Ctrl-C is not this one's
-        signal.signal(signal.SIGINT, _CtrlC(previous if then is None else then))
-    except (ValueError, OSError):  # no signals here (an embedded interpreter, say)
-        yield False
-        return
-    try:
-        yield True
+        yield installed
     finally:
-        with contextlib.suppress(ValueError, OSError, TypeError):
-            signal.signal(signal.SIGINT, previous)
+        if installed:
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(signal.SIGINT, previous)
 
 
 def watch_interrupts() -> bool:

@@ -188,19 +188,16 @@ class JsonlSink:
     """One JSONL file per task, written while the child runs."""
 
     records = True
-    streams = True
 
     def __init__(self, path: Path, header: Mapping[str, Any], *, root: Path | None = None) -> None:
         self.path = path
         # Opened from ``root`` down, following no symlink: a link planted in the sessions folder never leads out.
-        fd = _append_beneath(root, path) if root is not None else None
+        fd = _append_beneath(root or path.parent, path)
         # A task resumed after an approval continues its file (an empty one is begun like a new one).
         resumed = path.exists() and path.stat().st_size > 0
         self._written: set[str] = set()
-        if fd is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
         # A lone surrogate in a model's text must not cost the transcript its message.
-        self._file: Any = open(path if fd is None else fd, "a", encoding="utf-8", errors="backslashreplace")
+        self._file: Any = open(fd, "a", encoding="utf-8", errors="backslashreplace")
         if not resumed:
             self._write(header)
             return
@@ -413,10 +410,8 @@ def read_jsonl(source: str | os.PathLike[str] | IO[bytes], *,
         if number == 0:
             header = obj if isinstance(obj, dict) else {}
         elif isinstance(obj, dict) and "data" in obj:
-            try:
+            with contextlib.suppress(KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
                 messages.extend(messages_from_dict([obj]))
-            except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
-                continue
     return header, messages
 
 

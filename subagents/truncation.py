@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Generator
 from typing import Any, Literal
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import StrictBool
 
 from subagents.errors import SpecError, safe_text
 from subagents.metering import task_meter
 from subagents.outcome import TRUNCATED_RETRY_KEY, cut_short
-from subagents.plans import adrive, drive
+from subagents.plans import ModelCallPlan
 from subagents.roles import ChildPolicy
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ BRIEF_PROMPT = ("Your reply was cut off at the output token limit. Reply again, 
 TOKEN_FACTOR = 2  # How many times the limit it hit a "more_tokens" retry may use.
 
 
-class RetryTruncated(AgentMiddleware):
+class RetryTruncated(ModelCallPlan, AgentMiddleware):
     """Makes a model call whose reply was cut at the token limit once more (see the module docstring): ``how``
     is ``True``/``"both"`` (more tokens and a brief answer), ``"brief"`` or ``"more_tokens"``."""
 
@@ -49,17 +49,7 @@ class RetryTruncated(AgentMiddleware):
         self.brief = how in (True, "both", "brief")
         self.more_tokens = how in (True, "both", "more_tokens")
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelResponse[Any]:
-        return drive(self._plan(request), handler)
-
-    async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
-    ) -> ModelResponse[Any]:
-        return await adrive(self._plan(request), handler)
-
-    def _plan(self, request: ModelRequest[Any]) -> Generator[ModelRequest[Any], Any, Any]:
+    def model_plan(self, request: ModelRequest[Any]) -> Generator[ModelRequest[Any], Any, Any]:
         first = yield request  # the first call's failure is the caller's, as without this middleware
         cut = _reply(first)
         meter = task_meter()

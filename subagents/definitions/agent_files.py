@@ -17,8 +17,6 @@ from subagents.definitions.files import (
     Discovery,
     MissingDirPolicy,
     PathLike,
-    as_levels,
-    default_levels,
     read_frontmatter,
     scan_levels,
 )
@@ -121,20 +119,17 @@ def _prepare(values: dict[str, Any], written: dict[str, str], path: Path, body: 
     """Checks and conversions an agent file needs beyond the spec's own validation."""
     values["source"] = str(path)
     if "name" not in values:
-        values["name"] = path.stem
-        written["name"] = "name"
+        values["name"], written["name"] = path.stem, "name"
         if not NAME_PATTERN.fullmatch(path.stem):
             raise AgentFileError(path, f"missing, and the file stem {brief(path.stem)} is not a valid name; expected "
                                  "letters, digits, '-', '_' and single inner dots", field="name")
-    description = values.get("description")
-    if description is None:
+    if values.get("description") is None:
         raise AgentFileError(path, "required; expected a non-empty string that tells the parent when to use this agent",
                              field=written.get("description", "description"))
     for field in _LIST_FIELDS:
         if field in values:
             values[field] = _names(values[field], field, written[field], path)
-    model = values.get("model")
-    if model is not None and not isinstance(model, str):
+    if (model := values.get("model")) is not None and not isinstance(model, str):
         raise AgentFileError(path,
                              f"expected 'inherit', 'provider:model' or a profile name (a string), got {brief(model)}",
                              field=written["model"])
@@ -184,13 +179,11 @@ def _explain(err: Mapping[str, Any]) -> str:
 
 def discover_agents(dirs: DirLevels | None = None, *, project_dir: PathLike | None = None, home: PathLike | None = None,
                     missing: MissingDirPolicy | None = None) -> Discovery[SubagentSpec]:
-    """Scan agent directories (default: project then user level); never raises for a file. A missing
-    directory is skipped for the default levels, an error for those named, unless ``missing`` says otherwise."""
-    levels = default_levels(AGENT_DIRS, project_dir, home) if dirs is None else as_levels(dirs)
-    return scan_levels(levels, files_in=lambda d: sorted(  # every *.md but README.md
-                           p for p in d.glob("*.md") if p.is_file() and p.name.lower() != "readme.md"),
+    """Scan agent directories (default: project then user level; see ``scan_levels``); never raises for a file."""
+    return scan_levels(dirs, AGENT_DIRS, project_dir=project_dir, home=home, files_in=lambda d: sorted(
+                           p for p in d.glob("*.md") if p.is_file() and p.name.lower() != "readme.md"),  # but README
                        parse=parse_agent_file, name_of=lambda spec: spec.name, error=AgentFileError, kind="agent",
-                       missing=missing or ("skip" if dirs is None else "error"))
+                       missing=missing)
 
 
 def load_agent_dirs(dirs: DirLevels) -> list[SubagentSpec]:

@@ -350,10 +350,14 @@ def default_levels(
     return [[project / d for d in subdirs], [user / d for d in subdirs]]
 
 
-def scan_levels(levels: Sequence[Sequence[Path]], *, files_in: Callable[[Path], list[Path]],
-                parse: Callable[[Path], tuple[T, list[str]]], name_of: Callable[[T], str],
-                error: Callable[[Path, str], SpecError], kind: str, missing: MissingDirPolicy = "skip") -> Discovery[T]:
-    """Parse every definition in ``levels`` and apply the precedence rules."""
+def scan_levels(dirs: DirLevels | None, subdirs: Sequence[str], *, project_dir: PathLike | None, home: PathLike | None,
+                files_in: Callable[[Path], list[Path]], parse: Callable[[Path], tuple[T, list[str]]],
+                name_of: Callable[[T], str], error: Callable[[Path, str], SpecError], kind: str,
+                missing: MissingDirPolicy | None) -> Discovery[T]:
+    """Parse every definition in ``dirs`` (``None``: ``subdirs`` at the project, then the user level) by the precedence
+    rules; a missing directory is skipped at the default levels, an error if named, unless ``missing`` says."""
+    levels = default_levels(subdirs, project_dir, home) if dirs is None else as_levels(dirs)
+    missing = missing or ("skip" if dirs is None else "error")
     report: Discovery[T] = Discovery()
     seen: set[Path] = set()
     for index, dirs in enumerate(levels):

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from subagents.definitions.on_host import DID_NOT_START, confinement, launch
 from subagents.errors import SpecError, brief
-from subagents.outcome import stopped_by_limit
+from subagents.outcome import TASK_ID_METADATA_KEY, stopped_by_limit
 from subagents.plans import adrive, drive
 
 # A subagent takes PreToolUse, PostToolUse and Stop (SubagentStop in its own file means its Stop, as in Claude
@@ -249,7 +249,6 @@ async def _within(future: asyncio.Future[None], seconds: float) -> bool:
 
 log = logging.getLogger(__name__)
 
-TASK_ID_METADATA_KEY = "subagent_task_id"
 STOP_HOOK_MARK = "stop_hook"
 
 

@@ -13,7 +13,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -25,6 +25,7 @@ from langchain_core.tools import BaseTool, ToolException
 from subagents.definitions.on_host import launch
 from subagents.errors import McpServerError, RuntimeClosed, SpecError, brief, redact_url
 from subagents.metering import TaskMeter
+from subagents.outcome import TASK_ID_METADATA_KEY
 
 # ``mcp_config`` normalised to ``{server name: config}`` from a mapping, ``{"mcpServers": {...}}``, or Claude Code's
 # list form (a bare name, stored as ``{}``, is a server of ``mcp_servers=``). Names become part of tool names.
@@ -270,10 +271,11 @@ class McpSessions:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
 
-    async def _bounded(self, server: str, what: str, coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
+    async def _bounded(self, server: str, what: str, use: Callable[[Any], Awaitable[Any]], timeout: float) -> Any:
+        """``use(session)`` of the server, within ``timeout`` (its start included); any failure names the server."""
         try:
             async with asyncio.timeout(timeout):
-                return await coro
+                return await use(await self.session(server, timeout))
         except TimeoutError:
             raise McpServerError(server, f"did not {what} within {round(timeout, 1):g}s") from None
         except McpServerError:
@@ -284,8 +286,7 @@ class McpSessions:
     async def list_tools(self, server: str, timeout: float) -> list[Any]:
         """Every tool the server offers (all pages)."""
 
-        async def listing() -> list[Any]:
-            session = await self.session(server, timeout)
+        async def listing(session: Any) -> list[Any]:
             tools: list[Any] = []
             cursor: str | None = None
             for _ in range(100):
@@ -296,16 +297,12 @@ class McpSessions:
                     return tools
             raise McpServerError(server, "listed more than 100 pages of tools")
 
-        return cast("list[Any]", await self._bounded(server, "list its tools", listing(), timeout))
+        return cast("list[Any]", await self._bounded(server, "list its tools", listing, timeout))
 
     async def call_tool(self, server: str, tool: str, args: Mapping[str, Any], timeout: float) -> Any:
         """The server's ``CallToolResult`` for one call."""
-
-        async def calling() -> Any:
-            session = await self.session(server, timeout)
-            return await session.call_tool(tool, dict(args), read_timeout_seconds=timedelta(seconds=timeout))
-
-        return await self._bounded(server, f"answer a call of {brief(tool, 60)}", calling(), timeout)
+        return await self._bounded(server, f"answer a call of {brief(tool, 60)}", lambda session: session.call_tool(
+            tool, dict(args), read_timeout_seconds=timedelta(seconds=timeout)), timeout)
 
     def wait(self, coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
         """Run ``coro`` here and block this (non-loop) thread for its result."""
@@ -326,7 +323,6 @@ log = logging.getLogger(__name__)
 MCP_PREFIX = "mcp__"
 LIST_TIMEOUT_S = 30.0  # for a server to start and list its tools when the child is built
 CALL_TIMEOUT_S = 120.0  # for one call when neither the task nor the server sets a shorter bound
-TASK_ID_METADATA_KEY = "subagent_task_id"  # the runner's, naming the task a child run belongs to
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 

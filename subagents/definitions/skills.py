@@ -15,8 +15,6 @@ from subagents.definitions.files import (
     Discovery,
     MissingDirPolicy,
     PathLike,
-    as_levels,
-    default_levels,
     read_frontmatter,
     scan_levels,
 )
@@ -100,10 +98,9 @@ class SkillCatalog(dict[str, Skill]):
 def discover_skills(dirs: DirLevels | None = None, *, project_dir: PathLike | None = None, home: PathLike | None = None,
                     missing: MissingDirPolicy | None = None) -> Discovery[Skill]:
     """Scan skill directories (default: project then user level); never raises for a file."""
-    levels = default_levels(SKILL_DIRS, project_dir, home) if dirs is None else as_levels(dirs)
-    return scan_levels(levels, files_in=lambda d: sorted(p for p in d.glob(f"*/{SKILL_FILE}") if p.is_file()),
-                       parse=parse_skill, name_of=lambda skill: skill.name, error=SkillFileError, kind="skill",
-                       missing=missing or ("skip" if dirs is None else "error"))
+    return scan_levels(dirs, SKILL_DIRS, project_dir=project_dir, home=home, missing=missing,
+                       files_in=lambda d: sorted(p for p in d.glob(f"*/{SKILL_FILE}") if p.is_file()),
+                       parse=parse_skill, name_of=lambda skill: skill.name, error=SkillFileError, kind="skill")
 
 
 def load_skill_dirs(dirs: DirLevels) -> SkillCatalog:
