@@ -74,7 +74,6 @@ from subagents.metering import (
     TaskMeter,
     TranscriptRecorder,
     WrapUpSetting,
-    call_price,
     cost_at,
     cut_short_note,
     estimate_tokens,
@@ -83,6 +82,7 @@ from subagents.metering import (
     metered_apart,
     run_prices,
     token_count,
+    unknown_model_price,
 )
 from subagents.outcome import TASK_ID_METADATA_KEY as TASK_ID_METADATA_KEY  # where callers look for it
 from subagents.outcome import (
@@ -521,9 +521,7 @@ class Delegation:
                 reply = estimate_tokens([message])
                 charged_in = reported_in if reported_in >= prompt * MIN_TOKEN_SCALE else prompt
                 charged_out = reported_out if reported_out >= reply * MIN_TOKEN_SCALE else reply
-                # Its reply's name, if priced; else (renamed, a deployment, none) the dearest: never charged less.
-                price = call_price(prices, message.response_metadata.get("model_name")) or max(
-                    (prices or {}).items(), key=lambda item: sum(item[1]), default=None)
+                price = unknown_model_price(prices)  # the model it was sent to is not in the checkpoint
                 for name, value in zip(COUNTS, (1, reported_in, reported_out, charged_in, charged_out), strict=True):
                     spent[name] += value
                 spent["cost_usd"] += cost_at(price, charged_in, charged_out)

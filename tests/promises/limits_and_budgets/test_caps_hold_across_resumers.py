@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from helpers.graphs import call, checkpointer, records, user
+from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 
@@ -60,3 +61,43 @@ def test_caps_and_the_record_hold_when_a_new_agent_object_resumes_each_pause(kin
     child.calls.clear()
     record = asyncio.run(go({"max_turns": 50, "max_budget_per_run": 0.5}, "dollars"))
     assert record["stop_reason"] == "budget" and record["model_calls"] == len(child.calls) < 12
+
+
+
+def _named_cheap(messages: Any) -> AIMessage:
+    """A lookup call whose reply names a cheap model, whatever it was sent to."""
+    turn = sum(isinstance(m, AIMessage) for m in messages)
+    return AIMessage("", tool_calls=[{"name": "lookup", "args": {"q": "t"}, "id": f"c{turn}", "type": "tool_call"}],
+                     response_metadata={"model_name": "cheap"})
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_call_read_back_from_the_checkpoint_is_not_priced_by_its_replys_name(mode, tmp_path):
+    # Its reply's name, if priced, was its price: replies naming a model priced 100,000x cheaper than the one
+    # they were sent to were recovered at that price, and a new agent object per resume passed a $0.50 cap.
+    child = ScriptedChatModel(default=_named_cheap)
+    prices = {"scripted": (100.0, 100.0), "cheap": (0.001, 0.001)}
+
+    def build(saver: Any) -> Any:
+        parent = ScriptedChatModel(responses=[{"tool_calls": [tool_call("task", description="dig " * 1500,
+                                                                        subagent_type="r")]}], default="done")
+        specs = [{"name": "r", "description": "r", "model": child, "tools": ["lookup"], "wrap_up": False,
+                  "interrupt_on": {"lookup": True}, "max_turns": 50, "max_budget_per_run": 0.5}]
+        return create_deep_agent(parent, [lookup], subagents=specs, checkpointer=saver,
+                                 settings=DelegationSettings.of(prices=prices))
+
+    async def go() -> dict[str, Any]:
+        config = {"configurable": {"thread_id": "t"}}
+        async with checkpointer("memory", mode, tmp_path) as saver:
+            out = await call(mode, build(saver), user("go"), config)
+            for _ in range(12):
+                if "__interrupt__" not in out:
+                    break
+                out = await call(mode, build(saver), Command(resume={"decisions": [{"type": "approve"}]}), config)
+        assert "__interrupt__" not in out
+        (record,) = records(out)
+        return record
+
+    record = asyncio.run(go())
+    assert record["stop_reason"] == "budget" and record["model_calls"] == len(child.calls) <= 3
+    assert "cheap" not in record["priced_as"]
