@@ -1,8 +1,5 @@
-"""``Bash(git diff:*)``: an agent file's rule limiting which commands ``Bash`` runs.
-
-As in Claude Code, ``Bash(git diff:*)`` (or ``Bash(git diff *)``) allows commands that start with
-``git diff``, ``Bash(npm test)`` exactly ``npm test``. A command with a shell metacharacter is refused
-whatever the rules say: it could run a second command. A rule limits which program runs, not what it touches.
+"""``Bash(git diff:*)``: an agent file's rule limiting which commands ``Bash`` runs, as docs/cli.md says. A command
+with a shell metacharacter is refused whatever the rules say: it could run a second command.
 
 Example::
 
