@@ -44,14 +44,9 @@ class CommandRules:
 
     def allows(self, command: str) -> bool:
         text = command.strip()
-        for rule in self.rules:
-            if rule.endswith((":*", " *")):
-                prefix = rule[:-2].strip()
-                if text == prefix or (text.startswith(prefix) and text[len(prefix)].isspace()):
-                    return True
-            elif " ".join(text.split()) == " ".join(rule.split()):
-                return True
-        return False
+        return any(text == (prefix := rule[:-2].strip()) or (text.startswith(prefix) and text[len(prefix)].isspace())
+                   if rule.endswith((":*", " *")) else " ".join(text.split()) == " ".join(rule.split())
+                   for rule in self.rules)
 
     def check(self, command: str) -> None:
         """Raise a :class:`ToolException` naming the rules unless ``command`` is allowed."""

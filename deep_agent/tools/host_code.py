@@ -154,10 +154,9 @@ _HEREDOC = re.compile(r"(?<!<)<<-?\s*['\"]?(\w+)")
 
 
 def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], Path]]:
-    """Each simple command of ``words`` (with its ``NAME=value`` words and those an ``export`` set; ``$PWD`` its
-    folder; no redirection) and its cwd from ``base`` (after ``cd DIR``: ``DIR``, missing yet too). One reader for
-    every command text: a word holding a space (``sh -c``, ``eval``) and a script inside ``base`` it runs (with its
-    ``#!`` line) read as commands in a subshell; a script it sources, in place (its cd holds)."""
+    """Each simple command of ``words`` (with the ``NAME=value`` words it and an ``export`` set; ``$PWD`` its folder;
+    no redirection) and its cwd from ``base`` (after ``cd DIR``: ``DIR``, missing yet too), reading every command
+    text it runs (a word holding a space, a script in ``base``, its ``#!`` line) in a subshell, one sourced in place."""
     top, read = base, set[Path]()
     command: list[str] = []
     exported: list[str] = []
@@ -307,9 +306,8 @@ def import_names() -> frozenset[str]:
 
 
 def would_import(folder: Path, names: Iterable[str]) -> Iterator[Path]:
-    """What a Python process with ``folder`` first on its path could load from there for ``names``, existing or not:
-    each name with every suffix, its ``__init__``, or a package whole (one without ``__init__`` is a namespace
-    portion a later module wins: the agent's, unless this program imported it as a namespace package)."""
+    """What a python with ``folder`` first on its path could load there for ``names``, existing or not: every form, or
+    a package whole (a namespace portion, no ``__init__``, a later module wins: the agent's, unless imported as one)."""
     suffixes = importlib.machinery.all_suffixes()
     yield folder / "__pycache__"
     for name in names:

@@ -236,16 +236,14 @@ def is_environment(folder: Path) -> bool:
 
 
 def _environment(venv: Path, root: Path, why: str) -> dict[Path, str]:
-    """The environment ``venv`` whole (at ``root`` itself, its parts: the workspace is the agent's to change) ->
-    ``why``, with what its python runs at its start (:func:`_started_with`)."""
+    """``venv`` whole (at ``root``, its parts: the workspace is the agent's) -> ``why``; :func:`_started_with`."""
     parts = ("bin", "lib", "lib64", "pyvenv.cfg", "conda-meta")
     held = [venv] if venv != root else [root / name for name in parts]
     return {**dict.fromkeys(held, why), **dict(_started_with(venv, root, held))}
 
 
 def _started_with(venv: Path | None, root: Path, held: list[Path]) -> Iterator[tuple[Path, str]]:
-    """What ``venv``'s python (no ``venv``: any python of the host, by the user site's and ``PATH``'s ``.pth``
-    files) runs at its start from ``root`` outside ``held``, as docs/cli.md says."""
+    """What ``venv``'s python (``None``: any python of the host's) runs at its start from ``root`` (docs/cli.md)."""
 
     def inside(path: str) -> Path | None:
         found = Path(os.path.realpath(path))
@@ -279,8 +277,7 @@ def _started_with(venv: Path | None, root: Path, held: list[Path]) -> Iterator[t
 
 
 def _loaded_from(root: Path) -> frozenset[Path]:
-    """The top-level packages and modules in ``root`` of every module this program loaded or would load, however
-    found (an editable install's finder on :data:`sys.meta_path` too)."""
+    """The top-level packages and modules in ``root`` this program loaded or would load (an editable finder's too)."""
     folders: dict[str, str] = {}
     prefix = os.path.join(str(root), "")
 
@@ -431,8 +428,7 @@ def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str, str]]:
 
 
 def _jj_entries(config: Path) -> Iterator[tuple[Path | None, str, str]]:
-    """``(file, "", value)`` of every string of Jujutsu's repository ``config.toml``, a list of strings (a command:
-    ``fix.tools.x.command``, ``ui.editor``, a merge tool's ``program`` and ``merge-args``) joined as one."""
+    """``(file, "", value)`` of every string of Jujutsu's ``config.toml``, a list of strings (a command) as one."""
     try:
         todo: list[object] = [tomllib.loads(read_regular(config, 1 << 20).decode("utf-8", "replace"))]
     except (OSError, RecursionError, tomllib.TOMLDecodeError):
@@ -523,8 +519,7 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
 
 
 def _hook_entries(hooks: list[Path]) -> Iterator[tuple[Path | None, str, str]]:
-    """``(hook, "", value)`` for what each hook in ``hooks`` runs: its path, its ``#!`` line's command with it, and
-    its lines as one command (a ``cd`` or an ``export`` holds on the next line)."""
+    """``(hook, "", value)`` for each hook in ``hooks``: its path, its ``#!`` line's command, its lines as one."""
     for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)
                  if not e.name.endswith(".sample")):  # git init's examples: git runs none of them
         text = read_regular(hook, 1 << 20).decode("utf-8", "replace")

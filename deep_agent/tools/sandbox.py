@@ -370,8 +370,8 @@ def _open_folder(name: str, parent: int | None) -> int | None:
 
 @contextlib.contextmanager
 def _held(root: Path) -> Iterator[list[tuple[int, int]]]:
-    """``(depth, descriptor)`` along a walk's path (:func:`_reach`), each closed at its end: first the workspace's,
-    opened as :func:`_open_folder` opens a folder in it (``chmod 0311 .`` hides nothing)."""
+    """``(depth, descriptor)`` along a walk's path (:func:`_reach`), closed at its end; first the workspace's, opened
+    as :func:`_open_folder` opens one (``chmod 0311 .`` hides nothing)."""
     if (fd := _open_folder(str(root), None)) is None:
         raise NotADirectoryError(errno.ENOTDIR, "the workspace cannot be opened as a folder", str(root))
     held = [(0, fd)]
@@ -465,9 +465,8 @@ def _mask(root: Path, path: Path) -> Path | None:
 
 
 def _binds(root: Path, protected: list[Path]) -> list[str]:
-    """``--ro-bind`` for each protected path in ``root`` (or its placeholder), ``--bind`` for each folder on its way:
-    a mount point cannot be renamed, so ``mv scripts x && mkdir scripts`` fails (the walk after the command is too
-    late: meanwhile the host finds these paths by name)."""
+    """``--ro-bind`` for each protected path in ``root`` (or its placeholder), ``--bind`` for each folder on its way: a
+    mount point cannot be renamed (``mv scripts x && mkdir scripts``; the walk after is late: the host finds them)."""
     with _placeholder_lock:
         targets = {_mask(root, path) or path for path in protected}
     # Missing with no placeholder: only argv() outside running(), which cannot bind it.
