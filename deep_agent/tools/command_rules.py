@@ -1,8 +1,5 @@
-"""``Bash(git diff:*)``: an agent file's rule limiting which commands ``Bash`` runs.
-
-As in Claude Code, ``Bash(git diff:*)`` (or ``Bash(git diff *)``) allows commands that start with
-``git diff``, ``Bash(npm test)`` exactly ``npm test``. A command with a shell metacharacter is refused
-whatever the rules say: it could run a second command. A rule limits which program runs, not what it touches.
+"""``Bash(git diff:*)``: an agent file's rule limiting which commands ``Bash`` runs, as docs/cli.md says. A command
+with a shell metacharacter is refused whatever the rules say: it could run a second command.
 
 Example::
 
@@ -47,14 +44,9 @@ class CommandRules:
 
     def allows(self, command: str) -> bool:
         text = command.strip()
-        for rule in self.rules:
-            if rule.endswith((":*", " *")):
-                prefix = rule[:-2].strip()
-                if text == prefix or (text.startswith(prefix) and text[len(prefix)].isspace()):
-                    return True
-            elif " ".join(text.split()) == " ".join(rule.split()):
-                return True
-        return False
+        return any(text == (prefix := rule[:-2].strip()) or (text.startswith(prefix) and text[len(prefix)].isspace())
+                   if rule.endswith((":*", " *")) else " ".join(text.split()) == " ".join(rule.split())
+                   for rule in self.rules)
 
     def check(self, command: str) -> None:
         """Raise a :class:`ToolException` naming the rules unless ``command`` is allowed."""

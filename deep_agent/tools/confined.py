@@ -59,9 +59,8 @@ Build = Callable[[tuple[int, int | None] | None, int | None], list[str]]  # (syn
 
 
 def _dies_with_parent(parent: int) -> Callable[[], None]:
-    """bubblewrap's own ``--die-with-parent`` is set once it runs: a parent killed before that (a hook's timeout,
-    as soon as its command shows) left bubblewrap waiting for ever. Set in the child before bubblewrap starts, and
-    checked against a parent already gone, it leaves no such window. The launcher's alone: it has one thread."""
+    """bubblewrap's ``--die-with-parent`` is set once it runs: a parent killed before (a hook's timeout) left it
+    waiting for ever. Set before it starts, a parent gone checked: no window (the launcher's alone: one thread)."""
     libc = ctypes.CDLL(None)  # loaded before the fork: the child only calls it
 
     def set_it() -> None:
@@ -102,7 +101,10 @@ def spawned(build: Build, pasta: str | None, record: str | None = None, keep: tu
                 os.close(block_r)
         with process, open(info_r, "rb") as info:
             try:
-                child = _child(info.read())  # at its end: bubblewrap closes it before the command is let go
+                try:  # read to its end: bubblewrap closes it before the command is let go
+                    child = int(json.loads(text := info.read())["child-pid"])
+                except (ValueError, KeyError, TypeError):
+                    raise SpawnFailed(f"bwrap did not start: {text[:200]!r}", "bwrap") from None
                 if record is not None:
                     Path(record, SANDBOX_PID).write_text(str(child))
                 joined = _connect(pasta, child, record) if pasta is not None else None
@@ -131,10 +133,9 @@ MAX_ARGS = 9000  # bubblewrap's own cap on its arguments, those it reads from --
 
 @contextlib.contextmanager
 def _sources_opened(argv: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
-    """``argv`` as bubblewrap, ``--args`` and a descriptor holding its options, each bind's source a descriptor
-    opened one name at a time (a bind by path is followed: a folder swapped for a symlink to the home had the home
-    bound writable); the descriptors, open while held. :class:`SpawnFailed` where a source is a symlink or missing,
-    or past :data:`MAX_ARGS`: unbound, a protected path would be the command's."""
+    """``argv`` as bubblewrap ``--args`` a descriptor of its options, each bind's source a descriptor opened one name
+    at a time (by path, a folder swapped for a symlink to the home had the home bound writable), open while held;
+    :class:`SpawnFailed` for a symlink, a missing source, past :data:`MAX_ARGS` (unbound, it would be the command's)."""
     binds = sum(w in BIND_FD for w in argv)
     if len(argv) + 1 > MAX_ARGS:  # its own, and "--args FD" for them
         raise SpawnFailed(f"the workspace has more protected paths and folders on their way than bubblewrap can "
@@ -211,14 +212,6 @@ def end_recorded(record: str) -> None:
                 os.close(process)
 
 
-def _child(info: bytes) -> int:
-    """bubblewrap's child, from its ``--info-fd`` report."""
-    try:
-        return int(json.loads(info)["child-pid"])
-    except (ValueError, KeyError, TypeError):
-        raise SpawnFailed(f"bwrap did not start: {info[:200]!r}", "bwrap") from None
-
-
 def _connect(pasta: str, pid: int, record: str | None) -> int:
     """Give the namespace of bubblewrap's child ``pid`` pasta's network; a pidfd of pasta (its caller ends it)."""
     # --runas keeps our uid (as root pasta would switch to nobody, who cannot join). It joins the user
@@ -246,8 +239,6 @@ def _connect(pasta: str, pid: int, record: str | None) -> int:
 
 
 NS_GET_USERNS = 0xB701  # nsfs ioctl: a descriptor of the user namespace owning a namespace
-
-
 _CALLS = {"x86_64": (0xC000003E, (248, 249, 250), 41), "aarch64": (0xC00000B7, (217, 218, 219), 198)}
 """Machine -> its seccomp architecture, the numbers of add_key, request_key and keyctl, and that of socket."""
 IO_URING = (425, 426, 427)  # io_uring_setup, _enter and _register: the same on every architecture (Linux 5.1)
@@ -319,8 +310,7 @@ launcher outside its namespace; so no hook can pass for one that never ran, nor 
 
 
 def main(args: list[str]) -> int:
-    """Run the bubblewrap argv of the file :func:`argv_file` named; the command's status, or its end by
-    :data:`DID_NOT_START` if it never started."""
+    """Run the argv :func:`argv_file` wrote: the command's status, or :data:`DID_NOT_START` if it never ran."""
     record, pasta, (path, digest) = args[0], (args[2] if args[1:2] == ["--pasta"] else None), args[-2:]
     started: list[subprocess.Popen[bytes]] = []
     ended: list[int] = []

@@ -34,8 +34,7 @@ class _Lexer(shlex.shlex):
 
 
 def shell_words(command: str) -> list[str]:
-    """``command``'s words as ``sh`` splits them, each operator a word of its own (``);`` is ``)`` and ``;``);
-    plain whitespace if it cannot be parsed."""
+    """``command``'s words as ``sh`` splits them, each operator its own (``);``: two); if unparsable, by whitespace."""
     lexer = _Lexer(command.replace("\\\n", ""), posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     try:
@@ -75,30 +74,22 @@ def _hook_commands(value: Any, event: str = "") -> Iterator[tuple[str, str]]:
             yield from _hook_commands(item, event)
 
 
-def _servers(value: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """``(name, config)`` of every MCP server of a normalised ``mcp_config``."""
-    if isinstance(value, Mapping):
-        for name, config in value.items():
-            if isinstance(config, Mapping):
-                yield str(name), config
-
-
-def _args(server: Mapping[str, Any]) -> list[str]:
-    return [str(a) for a in server["args"]] if isinstance(server.get("args"), list) else []
-
-
-def _env(server: Mapping[str, Any]) -> Mapping[str, Any]:
-    return server["env"] if isinstance(server.get("env"), Mapping) else {}
+def _servers(value: Any) -> Iterator[tuple[str, Mapping[str, Any], list[str], Mapping[str, Any]]]:
+    """``(name, config, args, env)`` of every MCP server of a normalised ``mcp_config``."""
+    for name, config in value.items() if isinstance(value, Mapping) else ():
+        if isinstance(config, Mapping):
+            yield (str(name), config, [str(a) for a in config["args"]] if isinstance(config.get("args"), list) else [],
+                   config["env"] if isinstance(config.get("env"), Mapping) else {})
 
 
 def what_would_run(spec: Any) -> list[str]:
     """What an agent file's hooks and MCP servers would run, whole (raw text): commands, env, cwd, URLs."""
     found = [f"hook{f' ({event})' if event else ''}: {command}"
              for event, command in _hook_commands(getattr(spec, "hooks", None) or {})]
-    for name, server in _servers(getattr(spec, "mcp_config", None) or {}):
+    for name, server, args, env in _servers(getattr(spec, "mcp_config", None) or {}):
         if isinstance(server.get("command"), str):
-            found.append(f"MCP server {name}: {shlex.join([server['command'], *_args(server)])}")
-            found += [f"  env {key}={value}" for key, value in _env(server).items()]
+            found.append(f"MCP server {name}: {shlex.join([server['command'], *args])}")
+            found += [f"  env {key}={value}" for key, value in env.items()]
             if server.get("cwd"):
                 found.append(f"  cwd {server['cwd']}")
         elif isinstance(server.get("url"), str):
@@ -107,27 +98,24 @@ def what_would_run(spec: Any) -> list[str]:
 
 
 def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path]:
-    """The files (and folders) inside ``folder`` that one agent definition's hooks and MCP servers name, sorted and
-    resolved (the trust fingerprint covers them), as :func:`command_files` finds them (an ``env`` value's folders
-    too); with ``outside``, also what a relative word names outside ``folder``, never an absolute path."""
+    """What in ``folder`` an agent definition's hooks and MCP servers name (:func:`command_files`, an ``env`` value's
+    folders too), sorted; with ``outside``, also what a relative word names outside ``folder``, no absolute path."""
     start = folder.resolve()
     root = None if outside else start
     found = {p for _, command in _hook_commands(getattr(spec, "hooks", None) or {})
              for p in command_files(shell_words(command), start, root)}
-    for _, server in _servers(getattr(spec, "mcp_config", None) or {}):
+    for _, server, args, env in _servers(getattr(spec, "mcp_config", None) or {}):
         base = _resolved(start / str(server["cwd"])) if server.get("cwd") else start
         if isinstance(server.get("command"), str) and base is not None:
-            found |= command_files([str(server["command"]), *_args(server)], base, root)
-            found.update(p for value in _env(server).values() for w in WORD_PARTS.split(str(value))
+            found |= command_files([str(server["command"]), *args], base, root)
+            found.update(p for value in env.values() for w in WORD_PARTS.split(str(value))
                          if (p := _inside(w, base, root, folders=True)) is not None)
     return sorted(found)
 
 
 def command_files(words: list[str], base: Path, root: Path | None) -> set[Path]:
-    """What a shell command's ``words`` name from ``base`` (its cwd; after ``cd DIR``, ``DIR``): an existing file, or
-    one to come if the word holds a ``/`` or is a program's first argument with a suffix (``bash guard.sh``); a folder
-    only in a ``NAME=value`` word (a folder argument is work); for ``python -m pkg.mod``, ``pkg`` in its start folder.
-    """
+    """What a shell command's ``words`` name from ``base``, as docs/cli.md says (an existing file, or one to come if
+    the word holds a ``/`` or is a program's first argument with a suffix; a folder only in a ``NAME=value`` word)."""
     found: set[Path] = set()
     for command, cwd in simple_commands(words, base):
         program = [word for word in command if not _ASSIGNMENT.match(word)][:1]  # `bash guard.sh`: its next word
@@ -166,11 +154,9 @@ _HEREDOC = re.compile(r"(?<!<)<<-?\s*['\"]?(\w+)")
 
 
 def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], Path]]:
-    """Each simple command of a shell command's ``words`` (its leading ``NAME=value`` words with it, and those an
-    earlier ``export`` set; ``$PWD`` its folder; no redirection) and its cwd, found from ``base``: after ``cd DIR``,
-    ``DIR`` (`cd scripts && ./guard.sh`), one missing yet too. One reader for every command text: read as commands
-    in a subshell, a word holding a space (``sh -c``, ``eval``, ``script -c``, ``su -c``) and a script inside
-    ``base`` the command runs (with its ``#!`` line's command); a script it sources, in place (its cd holds)."""
+    """Each simple command of ``words`` (with the ``NAME=value`` words it and an ``export`` set; ``$PWD`` its folder;
+    no redirection) and its cwd from ``base`` (after ``cd DIR``: ``DIR``, missing yet too), reading every command
+    text it runs (a word holding a space, a script in ``base``, its ``#!`` line) in a subshell, one sourced in place."""
     top, read = base, set[Path]()
     command: list[str] = []
     exported: list[str] = []
@@ -230,14 +216,12 @@ def _runs(program: list[str], cwd: Path, top: Path, read: set[Path]) -> list[str
 
 
 def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
-    """What a simple command started from ``cwd`` loads from a folder, through ``sh -c '...'`` too: ``(its python
-    word, the folder first on its import path: cwd, or a script's own; -m's top module or "")`` (nothing with
-    ``-I``/``-P``), or ``("node", cwd, "")`` for node or a package runner (``npx``, ``yarn``: ``node_modules``)."""
-    # Past what runs it (env -u sh, exec -a sh, nice -n 5, flock sh, uv run...) no table says which word is the
-    # program: every word naming one is read as one (a look-alike argument holds more, never less); env -S's value
-    # is words, and a PYTHONPATH before a python puts its folders first on the path.
+    """What a simple command started from ``cwd`` loads from a folder: ``(its python word, the folder first on its
+    import path, -m's top module or "")`` or ``("node", its folder, "")``, as docs/cli.md says."""
+    # No table says which word past what runs it (env -u sh, nice -n 5, uv run...) is the program: each word naming
+    # one is read as one (more, never less); env -S's value is words; a PYTHONPATH puts its folders first.
     words = [part for n, word in enumerate(command) for part in _split_string(command[n - 1:n], word)]
-    for at in (n for n, word in enumerate(words) if _starts_programs(word)):
+    for at in (n for n, word in enumerate(words) if _name(word) in _NODE or _python(word)):
         path = next((w for w in reversed(words[:at]) if w.startswith("PYTHONPATH=")), "=").partition("=")[2]
         yield from _started(words[at:], cwd, [(cwd / e).resolve() for e in path.split(":") if e])
 
@@ -299,16 +283,9 @@ def _python(word: str) -> bool:
     return bool(_PYTHON.fullmatch(_name(word))) or (word[:1] in "$`" and not _ASSIGNMENT.match(word))
 
 
-def _starts_programs(word: str) -> bool:
-    """Whether ``word`` names a program :func:`starts` reads: a python, node or a package runner."""
-    return _name(word) in _NODE or _python(word)
-
-
 _OPERATORS = frozenset({"&&", "||", ";", ";;", "|", "&", "|&", "(", ")", "!", "{", "}"})
 """The words after which a shell command starts."""
 _REDIRECTIONS = frozenset({"<", ">", ">>", "<<", "<&", ">&", "&>"})
-
-
 _FILE = re.compile(r"\w\.[A-Za-z]\w*$")  # a name with a suffix: x.py, .envrc.local
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _PWD = re.compile(r"\$\{?PWD\}?|\$\(pwd\)|`pwd`")  # the shell's own folder, as a word names it
@@ -329,10 +306,8 @@ def import_names() -> frozenset[str]:
 
 
 def would_import(folder: Path, names: Iterable[str]) -> Iterator[Path]:
-    """What a Python process with ``folder`` first on its path could load from there for ``names``, existing
-    or not: each name with every import suffix, its ``__init__``, or the whole folder once it is a package
-    (one without an ``__init__`` is only a namespace portion, which a later module wins: it stays the agent's
-    unless this program imported it as a namespace package)."""
+    """What a python with ``folder`` first on its path could load there for ``names``, existing or not: every form, or
+    a package whole (a namespace portion, no ``__init__``, a later module wins: the agent's, unless imported as one)."""
     suffixes = importlib.machinery.all_suffixes()
     yield folder / "__pycache__"
     for name in names:
@@ -352,9 +327,8 @@ def would_import(folder: Path, names: Iterable[str]) -> Iterator[Path]:
 
 
 def _inside(word: str, base: Path, root: Path | None, *, folders: bool, named: bool = False) -> Path | None:
-    """``word`` as a path from ``base``, if it names a file (or a folder) strictly inside ``root`` (no ``root``:
-    a relative word anywhere but ``base`` and above). A missing file counts if the word holds a ``/``, or is
-    ``named`` as a script."""
+    """``word`` as a path from ``base`` if it names a file (or a folder) strictly inside ``root`` (no ``root``: a
+    relative word anywhere but ``base`` and above); a missing file if the word holds a ``/`` or is ``named``."""
     if not word or "\x00" in word or "://" in word or word.startswith("-"):
         return None
     if root is None and word.startswith(("/", "~")):

@@ -1,12 +1,8 @@
 """What no tool of the agent may change: the paths that make code run later, outside any sandbox.
 
-One set per run (:meth:`Protected.of`), obeyed by every writer: ``Bash``'s sandbox mounts each path read-only (a
-missing one as a read-only placeholder), and in-process writers go through
-:func:`~deep_agent.tools.workspace.open_regular`, which refuses them. docs/cli.md ("Bash's sandbox") lists the set:
-version-control directories and what their configs and hooks name or start, agent files and the state folder, what
-this program imports, the interpreter, ``PATH`` and every Python environment of the workspace. Hooks and MCP servers
-need nothing more here: where ``Bash`` is sandboxed they run in the same sandbox
-(:class:`~deep_agent.tools.sandbox.Confinement`), with no more power than the agent's own commands.
+One set per run (:meth:`Protected.of`), obeyed by every writer: ``Bash``'s sandbox mounts each path read-only, and
+:func:`~deep_agent.tools.workspace.open_regular` refuses them; docs/cli.md ("Bash's sandbox") lists the set. Hooks
+and MCP servers run in the same sandbox (:class:`~deep_agent.tools.sandbox.Confinement`): nothing more here.
 
 Example::
 
@@ -80,10 +76,7 @@ class ProtectedPath(SubagentsError, PermissionError):
 
 @dataclasses.dataclass(frozen=True)
 class Protected:
-    """Resolved paths -> why each is protected (a path inside one is protected too).
-
-    ``root``: the workspace, walked on first use for nested repositories.
-    """
+    """Resolved paths -> why each is protected (a path inside one too); ``root``: the workspace, walked on first use."""
 
     fixed: dict[Path, str]
     root: Path | None = None
@@ -92,8 +85,9 @@ class Protected:
     def _found(self) -> tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]]:
         """Found on first use, the import-derived part again once this process imports more modules; the walk
         never again: a ``.git`` a command made since is new (set aside), never counted as known."""
-        if "_imports" not in self.__dict__:
-            self.__dict__["_imports"] = _import_folders(self.root) if self.root is not None else []
+        if "_imports" not in self.__dict__:  # sys.path's folders in root, existing or not: a src made is on it next
+            folders = {Path(str(entry) or os.curdir).resolve() for entry in sys.path} if self.root else set()
+            self.__dict__["_imports"] = sorted(f for f in folders if f == self.root or self.root in f.parents)
         if self.root is not None and self.__dict__.get("_modules") != len(sys.modules):
             self.__dict__.update(_modules=len(sys.modules), _loaded=_loaded_from(self.root))
         key = (self.__dict__["_imports"] and len(sys.modules), self.__dict__.get("_loaded"))
@@ -102,7 +96,11 @@ class Protected:
             missing = {p for p, why in self.fixed.items() if why == STARTUP and not os.path.lexists(p)}
             if self.root is not None:  # what this program imports from the workspace
                 found.update((p, IMPORTED) for p in self.__dict__["_loaded"] if p not in found)
-                for path in _imported_from(self.__dict__["_imports"], found):
+                # What the next start could load from sys.path's folders, existing or not, for any name imported.
+                names = import_names() | {name for name in list(sys.modules) if "." not in name}
+                for path in (path for folder in self.__dict__["_imports"]
+                             if not any(p in found for p in (folder, *folder.parents))
+                             for path in would_import(folder, names)):
                     found.setdefault(path, IMPORTED)
                     missing |= set() if os.path.lexists(path) else {path}
             if "_walked" not in self.__dict__:
@@ -110,7 +108,7 @@ class Protected:
             walked, links = self.__dict__["_walked"]
             found.update((path, why) for path, why in walked.items() if path not in found)
             missing |= {p for p, why in walked.items() if why in (STARTUP, HOST_IMPORT) and not os.path.lexists(p)}
-            folded = {_fold(path): why for path, why in reversed(found.items())}  # the first reason wins
+            folded = {str(path).casefold(): why for path, why in reversed(found.items())}  # the first reason wins
             self.__dict__.update(_key=key, _memo=(found, frozenset(missing), links, folded))
         memo: tuple[dict[Path, str], frozenset[Path], dict[Path, str], dict[str, str]] = self.__dict__["_memo"]
         return memo
@@ -130,8 +128,7 @@ class Protected:
         for venv in venvs:  # every one, on PATH or not, with what its python runs at its start
             found.update((path, why) for path, why in _environment(venv, self.root, VENV).items() if path not in found)
         found.update((path, why) for path, why in _started_with(None, self.root, []) if path not in found)
-        if (enclosing := _enclosing(self.root)) is not None:
-            repos.append(enclosing)
+        repos += _enclosing(self.root)
         found.update((p, DIRENV) for envrc in envrcs for p in _direnv_loads(envrc, self.root) if p not in found)
         for path, why in _named_by_config(self.root, repos):
             if not any(p in found for p in (path, *path.parents)):
@@ -162,8 +159,8 @@ class Protected:
 
     @property
     def links(self) -> dict[Path, str]:
-        """Symlinks leading to (or into, or to a folder holding) a protected path -> their text: kept as they are,
-        for what runs the path through the link would run whatever replaced it."""
+        """Symlinks leading to (into, or to a folder holding) a protected path -> their text, kept: what runs the path
+        through the link would run whatever replaced it."""
         return self._found[2]
 
     @property
@@ -191,17 +188,15 @@ class Protected:
         return cls(found, root)
 
     def why(self, path: Path) -> str | None:
-        """Why the resolved ``path`` (or a folder holding it) is protected; ``None`` if it is not.
-
-        Names are compared without case: on macOS's default file system ``.GIT/hooks/x`` is ``.git/hooks/x``.
-        """
+        """Why the resolved ``path`` (or a folder holding it) is protected, or ``None``. Names are compared without
+        case: on macOS's default file system ``.GIT/hooks/x`` is ``.git/hooks/x``."""
         if self.root is not None and self.root in path.parents and (
-                not VCS_DIRS.isdisjoint(_fold(path.relative_to(self.root)).split(os.sep))
+                not VCS_DIRS.isdisjoint(str(path.relative_to(self.root)).casefold().split(os.sep))
                 or _makes_git_dir(self.root, path)):
             return GIT
         folded = self._found[3]
         for candidate in (path, *path.parents):
-            if (reason := folded.get(_fold(candidate))) is not None:
+            if (reason := folded.get(str(candidate).casefold())) is not None:
                 return reason
         return None
 
@@ -218,8 +213,7 @@ class Protected:
 
 
 def _environment_of(folder: Path, root: Path) -> dict[Path, str]:
-    """A folder on ``PATH`` and what its programs load -> why: in the workspace ``root``, the Python environment or
-    ``node_modules`` it belongs to, whole (:func:`_started_with` too); else the folder and its symlinks' targets."""
+    """A folder on ``PATH`` and what its programs load -> why, as docs/cli.md ("A ``PATH`` folder") says."""
     if root not in folder.parents:
         return {folder: PROGRAMS}
     if is_environment(folder.parent):
@@ -241,24 +235,15 @@ def is_environment(folder: Path) -> bool:
             or (any(folder.glob("bin/python*")) and any(folder.glob("lib/python3*/site-packages"))))
 
 
-_ENVIRONMENT_PARTS = ("bin", "lib", "lib64", "pyvenv.cfg", "conda-meta")
-
-
 def _environment(venv: Path, root: Path, why: str) -> dict[Path, str]:
-    """The environment ``venv`` whole (at the workspace ``root`` itself, :data:`_ENVIRONMENT_PARTS`: the workspace is
-    the agent's to change) -> ``why``, with what its python runs at its start (:func:`_started_with`)."""
-    held = [venv] if venv != root else [root / name for name in _ENVIRONMENT_PARTS]
+    """``venv`` whole (at ``root``, its parts: the workspace is the agent's) -> ``why``; :func:`_started_with`."""
+    parts = ("bin", "lib", "lib64", "pyvenv.cfg", "conda-meta")
+    held = [venv] if venv != root else [root / name for name in parts]
     return {**dict.fromkeys(held, why), **dict(_started_with(venv, root, held))}
 
 
-_AT_START = ("sitecustomize", "usercustomize")  # imported at every start, unasked, from any folder on the path
-
-
 def _started_with(venv: Path | None, root: Path, held: list[Path]) -> Iterator[tuple[Path, str]]:
-    """What ``venv``'s python runs at its start from ``root`` outside ``venv``: :data:`_AT_START` in every form in
-    each folder its ``.pth`` files add (an editable install's ``src``, a folder an import line names), and its base
-    interpreter's environment. No ``venv``: what any python of the host does, by the ``.pth`` files of the user's
-    site and of each environment on ``PATH`` (the system's too)."""
+    """What ``venv``'s python (``None``: any python of the host's) runs at its start from ``root`` (docs/cli.md)."""
 
     def inside(path: str) -> Path | None:
         found = Path(os.path.realpath(path))
@@ -286,20 +271,24 @@ def _started_with(venv: Path | None, root: Path, held: list[Path]) -> Iterator[t
             for entry in named if line.strip() and not line.startswith("#") else []:
                 if (folder := inside(os.path.join(pth.parent, entry))) is None:
                     continue  # a missing one too: site adds it at the start after a command made it
-                startup = [folder / f"{name}{suffix}" for name in _AT_START for suffix in ("", *suffixes)]  # "": dir
+                # Imported at every start, unasked, from any folder on the path ("": a package).
+                startup = [folder / f"{n}{x}" for n in ("sitecustomize", "usercustomize") for x in ("", *suffixes)]
                 yield from ((path, STARTUP) for path in _with_bytecode(folder, startup))
 
 
-def _import_folders(root: Path) -> list[Path]:
-    """The folders of ``sys.path`` in ``root``, existing or not: a ``src`` a command makes is on the next start's."""
-    folders = {Path(str(entry) or os.curdir).resolve() for entry in sys.path}
-    return sorted(f for f in folders if f == root or root in f.parents)
-
-
 def _loaded_from(root: Path) -> frozenset[Path]:
-    """The top-level packages and modules in ``root`` of every module this program loaded or would load, however
-    found (an editable install's finder on :data:`sys.meta_path` too)."""
-    inside = _inside(root)
+    """The top-level packages and modules in ``root`` this program loaded or would load (an editable finder's too)."""
+    folders: dict[str, str] = {}
+    prefix = os.path.join(str(root), "")
+
+    def inside(place: str) -> Path | None:  # the place resolved, if in root
+        if not place or not os.path.isabs(place):
+            return None
+        folder, name = os.path.split(place)
+        if (real := folders.get(folder)) is None:
+            real = folders[folder] = os.path.realpath(folder)
+        path = os.path.join(real, name)
+        return Path(path) if path.startswith(prefix) and name else None
 
     def mine(module: object) -> set[Path]:
         return {path for place in _places(module) if (path := inside(place)) is not None}
@@ -344,35 +333,6 @@ def _places(module: object) -> list[str]:
     return [p for p in (getattr(module, "__file__", None), getattr(module, "__cached__", None)) if isinstance(p, str)]
 
 
-def _inside(root: Path) -> Callable[[str], Path | None]:
-    """A test of a path, resolved: the path if in ``root``, else ``None``."""
-    folders: dict[str, str] = {}
-    prefix = os.path.join(str(root), "")
-
-    def inside(place: str) -> Path | None:
-        if not place or not os.path.isabs(place):
-            return None
-        folder, name = os.path.split(place)
-        if (real := folders.get(folder)) is None:
-            real = folders[folder] = os.path.realpath(folder)
-        path = os.path.join(real, name)
-        return Path(path) if path.startswith(prefix) and name else None
-
-    return inside
-
-
-def _imported_from(folders: list[Path], found: dict[Path, str]) -> Iterator[Path]:
-    """What the next start of this program could load from ``folders``, existing or not, for any name imported."""
-    names = import_names() | {name for name in list(sys.modules) if "." not in name}
-    for folder in (f for f in folders if not any(p in found for p in (f, *f.parents))):
-        yield from would_import(folder, names)
-
-
-def _fold(path: Path) -> str:
-    """``path`` as a case-insensitive file system compares it."""
-    return str(path).casefold()
-
-
 def _git_entries(root: Path, symlinks: list[Path], venvs: list[Path], envrcs: list[Path]) -> Iterator[Path]:
     """Every :data:`VCS_DIRS` entry in the workspace and folder git takes for a git directory; the symlinks, Python
     environments (the root too) and ``.envrc`` files met go to the lists named so."""
@@ -403,37 +363,31 @@ def is_git_dir(names: Collection[str]) -> bool:
     return "HEAD" in names and ("commondir" in names or ("objects" in names and "refs" in names))
 
 
-_MARKS = ("HEAD", "objects", "refs", "commondir")
-
-
 def _makes_git_dir(root: Path, path: Path) -> bool:
     """Whether a folder from ``root`` down to ``path``'s is, or becomes once ``path`` exists, a git directory."""
     for folder in reversed(path.parents):
         if folder != root and root not in folder.parents:
             continue
         first = path.relative_to(folder).parts[0].casefold()  # "head" is HEAD where case is not told apart
-        names = {n for n in _MARKS if os.path.lexists(folder / n) or n.casefold() == first}
+        names = {n for n in ("HEAD", "objects", "refs", "commondir")
+                 if os.path.lexists(folder / n) or n.casefold() == first}
         if is_git_dir(names):
             return True
     return False
-
-
-def _git_env() -> dict[str, str]:
-    """What ``git config`` needs to read the configs the user's own git reads: theirs, not this process's overrides."""
-    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(Path.home()), "LC_ALL": "C"}
-    env.update({name: os.environ[name] for name in ("XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
-                                                     "GIT_CONFIG_NOSYSTEM") if name in os.environ})
-    return env
 
 
 def _config_entries(git_dir: Path | None) -> Iterator[tuple[Path | None, str, str]]:
     """``(file, key, value)`` of every entry git reads for ``git_dir`` (``None``: outside any repository), and of
     every file an ``includeIf`` names, whatever its condition (``onbranch:`` holds after the next ``git switch``)."""
     todo, read = [["--git-dir", str(git_dir), "config"] if git_dir is not None else ["config"]], set()
+    # The configs the user's own git reads: theirs, not this process's overrides.
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(Path.home()), "LC_ALL": "C", **{
+        name: os.environ[name] for name in ("XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+                                            "GIT_CONFIG_NOSYSTEM") if name in os.environ}}
     while todo:
         try:
             done = subprocess.run([shutil.which("git") or "git", *todo.pop(), "--list", "--includes",
-                                   "--show-origin", "-z"], env=_git_env(), cwd=os.sep,
+                                   "--show-origin", "-z"], env=env, cwd=os.sep,
                                   stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return  # no git here: nothing reads the config either
@@ -474,8 +428,7 @@ def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str, str]]:
 
 
 def _jj_entries(config: Path) -> Iterator[tuple[Path | None, str, str]]:
-    """``(file, "", value)`` of every string of Jujutsu's repository ``config.toml``, a list of strings (a command:
-    ``fix.tools.x.command``, ``ui.editor``, a merge tool's ``program`` and ``merge-args``) joined as one."""
+    """``(file, "", value)`` of every string of Jujutsu's ``config.toml``, a list of strings (a command) as one."""
     try:
         todo: list[object] = [tomllib.loads(read_regular(config, 1 << 20).decode("utf-8", "replace"))]
     except (OSError, RecursionError, tomllib.TOMLDecodeError):
@@ -497,21 +450,18 @@ _VCS_CONFIGS: dict[str, tuple[str, _Reader, str, tuple[str, ...]]] = {
             ("/etc/sapling/system.conf", "$XDG_CONFIG_HOME/sapling/sapling.conf")),
     ".jj": ("repo/config.toml", _jj_entries, "JJ_CONFIG",
             ("$XDG_CONFIG_HOME/jj/config.toml", "$XDG_CONFIG_HOME/jj/conf.d"))}
-"""Each other version control's repository config in its metadata folder, its reader (Mercurial's and Sapling's
-``%include`` and ``[hooks]``, Jujutsu's TOML: commands as lists), and the user's and the system's configs it reads
-too (what the variable lists instead, if set; a folder: the files in it), whose commands also run in the workspace."""
+"""Each other version control's repository config in its metadata folder, its reader, and the user's and the system's
+configs it reads too (the variable's list instead, if set; a folder: its files): their commands run here too."""
 
 
-def _vcs_config_files(git_dir: Path, other: tuple[str, _Reader, str, tuple[str, ...]]) -> list[Path]:
+def _vcs_config_files(git_dir: Path, other: tuple[str, _Reader, str, tuple[str, ...]]) -> Iterator[Path]:
     """The repository's config of ``git_dir``'s version control (:data:`_VCS_CONFIGS`), then the others it reads."""
     xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    listed = os.environ[other[2]].split(os.pathsep) if other[2] in os.environ else other[3]
-    found = [git_dir / other[0]]
-    for listed_path in filter(None, listed):
+    yield git_dir / other[0]
+    for listed in filter(None, os.environ[other[2]].split(os.pathsep) if other[2] in os.environ else other[3]):
         with contextlib.suppress(OSError, RuntimeError):  # unreadable, ~nobody: what the VCS cannot read either
-            path = Path(listed_path.replace("$XDG_CONFIG_HOME", xdg)).expanduser()
-            found += sorted(path.iterdir()) if path.is_dir() else [path]
-    return found
+            path = Path(listed.replace("$XDG_CONFIG_HOME", xdg)).expanduser()
+            yield from sorted(path.iterdir()) if path.is_dir() else [path]
 
 
 _INCLUDE_IF = re.compile(r"includeif\..*\.path", re.IGNORECASE | re.DOTALL)
@@ -522,9 +472,8 @@ _NETWORK_URL = re.compile(r"[a-z][a-z0-9+.-]*://|[^/\s]+@[^/\s]+:", re.IGNORECAS
 
 
 def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -> Iterator[tuple[Path, str]]:
-    """Each path in ``root`` that a config git (or another, :data:`_VCS_CONFIGS`) reads for ``repos`` (``(git
-    directory, working tree)``; ``(None, None)``: outside any) names, as docs/cli.md says -> why; and what each value
-    run as a command runs from the working tree's top and starts. A hook's lines are such values."""
+    """Each path in ``root`` a config git (or :data:`_VCS_CONFIGS`) reads for ``repos`` (``(git dir, working tree)``)
+    names, or a value (a hook's lines too) run as a command runs and starts from the top, as docs/cli.md says -> why."""
     seen: set[tuple[Path | None, str, Path | None]] = set()
     started: set[tuple[str, Path, str]] = set()
     for git_dir, worktree in repos:
@@ -570,8 +519,7 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
 
 
 def _hook_entries(hooks: list[Path]) -> Iterator[tuple[Path | None, str, str]]:
-    """``(hook, "", value)`` for what each hook in ``hooks`` runs: its path, its ``#!`` line's command with it, and
-    its lines as one command (a ``cd`` or an ``export`` holds on the next line)."""
+    """``(hook, "", value)`` for each hook in ``hooks``: its path, its ``#!`` line's command, its lines as one."""
     for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)
                  if not e.name.endswith(".sample")):  # git init's examples: git runs none of them
         text = read_regular(hook, 1 << 20).decode("utf-8", "replace")
@@ -581,9 +529,8 @@ def _hook_entries(hooks: list[Path]) -> Iterator[tuple[Path | None, str, str]]:
 
 
 def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Iterator[tuple[Path, str]]:
-    """What the host's runs of ``started`` load from ``root``: a package runner's ``node_modules`` whole; from a
-    python's start folder, each missing import form of any name it could import, and each existing one of a
-    standard library name (a project's own package stays the agent's work), with :func:`_with_bytecode`."""
+    """What the host's runs of ``started`` load from ``root``: ``node_modules`` whole; from a python's start folder,
+    any name's missing import forms, a standard library name's existing ones (a project's own stays its work)."""
     folders: dict[Path, set[str]] = {}
     for kind, folder, module in started:
         if folder == root or root in folder.parents:
@@ -623,8 +570,7 @@ the one each takes when given none."""
 
 
 def _direnv_loads(envrc: Path, root: Path) -> Iterator[Path]:
-    """A direnv ``.envrc`` and what it and each file it sources load, in ``root``, existing or not: from its
-    folder (``source_up``: from each one above; ``path_add VAR DIR``'s folders; ``source_env DIR``'s ``.envrc``)."""
+    """A direnv ``.envrc`` and what it and each file it sources load in ``root``, existing or not (docs/cli.md)."""
     todo, read = [envrc], set()
     while todo:
         if (file := todo.pop()) in read or root not in file.parents:
@@ -641,36 +587,29 @@ def _direnv_loads(envrc: Path, root: Path) -> Iterator[Path]:
                         todo += [(folder / Path(arg).expanduser()).resolve() for folder in folders if arg]
 
 
-def _enclosing(root: Path) -> tuple[Path, Path] | None:
+def _enclosing(root: Path) -> list[tuple[Path, Path]]:
     """``(git directory, working tree)`` of the repository the workspace sits in, as git finds it from there."""
-    if os.path.lexists(root / ".git"):
-        return None  # git finds that one first
-    for folder in root.parents:
+    for folder in root.parents if not os.path.lexists(root / ".git") else ():  # else git finds that one first
         if os.path.lexists(folder / ".git"):
-            return folder / ".git", folder
+            return [(folder / ".git", folder)]
         with contextlib.suppress(OSError):
             if is_git_dir(os.listdir(folder)):
-                return folder, folder
-    return None
+                return [(folder, folder)]
+    return []
 
 
 def _leads_to(dot_git: Path) -> Iterator[Path]:
     """A ``.git`` entry, the git directory a ``.git`` file points to, and that directory's ``commondir``."""
+    def pointer(path: Path) -> str:  # a small file's text; "" if not a regular file
+        return read_regular(path, 4096).decode("utf-8", "replace").strip()
+
     yield dot_git
     gitdir = dot_git.resolve()
     if os.path.isfile(dot_git):
-        text = _pointer(dot_git)
-        if not text.startswith("gitdir:"):
+        if not (text := pointer(dot_git)).startswith("gitdir:"):
             return
-        gitdir = (dot_git.parent / text.removeprefix("gitdir:").strip()).resolve()
-        yield gitdir
-    common = _pointer(gitdir / "commondir")
-    if common:
+        yield (gitdir := (dot_git.parent / text.removeprefix("gitdir:").strip()).resolve())
+    if common := pointer(gitdir / "commondir"):
         yield (gitdir / common).resolve()
-
-
-def _pointer(path: Path) -> str:
-    """The first line or so of a small pointer file (``.git``, ``commondir``); ``""`` if it is not a regular file."""
-    return read_regular(path, 4096).decode("utf-8", "replace").strip()
 
 

@@ -1,13 +1,9 @@
 """Where ``Bash`` runs: confined by bubblewrap on Linux, the workspace writable and the rest not.
 
-One profile, whatever the uid (root included), as docs/cli.md ("Bash's sandbox") says: no capabilities nor user
-namespace to get them back, its own namespaces and session, the filesystem read-only and homes, temporary folders
-and the workspace's parent empty, the run's :class:`~deep_agent.tools.protected.Protected` set read-only (a missing
-path an empty placeholder while the command runs, every folder on the way to one a mount point; what a command made
-there is set aside when it ends: :func:`set_aside_new_repositories`), an environment of :data:`ALLOWED_ENV` only,
-no keyring, io_uring or socket but internet and netlink ones (:func:`~deep_agent.tools.confined.seccomp_filter`),
-and no network but, with ``network=True``, outbound through ``pasta``. Hooks and stdio MCP servers of a process
-with a sandboxed ``Bash`` run in the same profile (:class:`Confinement`).
+One profile, whatever the uid (root included): docs/cli.md ("Bash's sandbox") describes it. The run's
+:class:`~deep_agent.tools.protected.Protected` set is read-only (a missing path a placeholder while the command runs;
+what a command made there is set aside when it ends: :func:`set_aside_new_repositories`). Hooks and stdio MCP servers
+of a process with a sandboxed ``Bash`` run in the same profile (:class:`Confinement`).
 
 Example::
 
@@ -66,14 +62,8 @@ class SetAsideUnchecked(SubagentsError, RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Sandbox:
-    """A bubblewrap profile.
-
-    Args:
-        bwrap: the ``bwrap`` executable.
-        network: outbound network through ``pasta`` (default: none).
-        pasta: the ``pasta`` executable (needed with ``network``).
-        pass_env: names of variables the command also gets (their values from this process).
-    """
+    """A bubblewrap profile: ``bwrap``'s executable; ``network``: outbound through the ``pasta`` executable (default:
+    none); ``pass_env``: names of variables the command also gets (their values from this process)."""
 
     bwrap: str
     network: bool = False
@@ -82,9 +72,8 @@ class Sandbox:
 
     @classmethod
     def find(cls, *, network: bool = False, pass_env: tuple[str, ...] = ()) -> Sandbox | None:
-        """The sandbox of this machine: ``None`` where ``bwrap`` is not installed (or not Linux); with ``network``
-        and no ``pasta``, :class:`SandboxUnavailable`. Only absolute ``PATH`` entries: a workspace's ``bin/bwrap``
-        would run every command unconfined."""
+        """This machine's: ``None`` without ``bwrap`` or Linux, :class:`SandboxUnavailable` for ``network`` without
+        ``pasta``. Only absolute ``PATH`` entries: a workspace's ``bin/bwrap`` would run every command unconfined."""
         found = shutil.which("bwrap", path=absolute_path())
         if not found or not sys.platform.startswith("linux"):
             return None
@@ -110,7 +99,12 @@ class Sandbox:
                 "--ro-bind", "/dev/null", "/proc/keys"]  # the keyring's names too (its calls: seccomp_filter)
         hidden = _hidden(str(root))
         args += [word for folder in hidden for word in ("--tmpfs", folder)]
-        reveal = [*reveal, *_kept_in_parent(str(root), hidden)]
+        if str(root.parent) in hidden and str(root.parent) not in {*map(str, homes()), *_ALWAYS_HIDDEN}:
+            # The interpreter's and PATH's folders in the emptied parent, shown read-only (with their environment).
+            needed = {Path(os.path.realpath(p)) for p in (sys.base_prefix, sys.prefix, *os.get_exec_path()) if p}
+            reveal = [*reveal, *{n.parent if (n.parent / "pyvenv.cfg").is_file() or n.parent.name == "node_modules"
+                                 else n for n in needed if root.parent in n.parents and root not in (n, *n.parents)
+                                 and os.path.exists(n)}]
         resolver = os.path.realpath("/etc/resolv.conf")
         if self.network and resolver.startswith("/run/"):  # DNS, where resolv.conf points into /run
             args += ["--ro-bind", os.path.dirname(resolver), os.path.dirname(resolver)]
@@ -206,7 +200,10 @@ class Confinement:
             bwrap = self.sandbox.argv(root, STARTED + "exec " + shlex.join(argv), protected,
                                       cwd=start if seen else root, reveal=[*shown, *named_outside(argv, root, hidden)])
             pasta = ["--pasta", self.sandbox.pasta] if self.sandbox.network and self.sandbox.pasta else []
-            launcher = [_python(), "-I", LAUNCHER, folder, *pasta, *argv_file(folder, bwrap)]
+            # This program's interpreter, or where this process may not run it (its user changed), PATH's.
+            python = (sys.executable if os.access(sys.executable, os.X_OK)
+                      else shutil.which("python3", path=absolute_path()) or sys.executable)
+            launcher = [python, "-I", LAUNCHER, folder, *pasta, *argv_file(folder, bwrap)]
             try:
                 yield launcher, {**self.sandbox.environment(), **env}
             finally:
@@ -214,12 +211,6 @@ class Confinement:
 
 _BRACED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 LAUNCHER = str(Path(__file__).with_name("confined.py"))
-
-
-def _python() -> str:
-    """This program's interpreter, or where this process may not run it (its user changed), the one on ``PATH``."""
-    return (sys.executable if os.access(sys.executable, os.X_OK)
-            else shutil.which("python3", path=absolute_path()) or sys.executable)
 
 
 def named_outside(argv: list[str], root: Path, hidden: list[str]) -> list[Path]:
@@ -250,7 +241,27 @@ def set_aside_new_repositories(root: Path, protected: Protected, known: dict[Pat
     """Rename every git repository in ``root`` not in the protected set (the host's next ``git status`` would run its
     config), every watched path now there, and each step on the way to a protected path not what it was (a symlink
     put back); the new names. ``known``, ``before``: the protected paths and :func:`_links_before` at the start."""
-    moved = _set_aside_on_the_way(root, protected, _links_before(root, protected) if before is None else before)
+    before = _links_before(root, protected) if before is None else before
+    moved: list[Path] = []
+    watched = set(map(str, protected.watched))
+    with _placeholder_lock:  # a parallel command's placeholder: read-only to every command, removed by its own
+        others = set(map(str, _placeholder_users))
+    # Each step on the way, by name as the host finds it (never through a symlink), not what it was ``before``:
+    # set aside, a symlink that was there put back. A ``src`` swapped for a symlink ran its ``sitecustomize.py``.
+    with _held(root) as held:
+        for folder, names in _on_the_way(root, protected.paths):
+            if (parent := _reach(held, len(Path(folder).parts) - len(root.parts), Path(folder))) is None:
+                continue  # gone, no folder, or a symlink as it was (or set aside): nothing by this name below
+            for name in names:
+                if (step := folder + os.sep + name) in others:
+                    continue
+                if _kind(name, parent) != (was := before.get(step)):
+                    moved += _set_aside(parent, Path(step)) if lmode(name, parent) else []
+                    if was and not lmode(name, parent):  # a symlink was there
+                        with contextlib.suppress(OSError):
+                            os.symlink(was, name, dir_fd=parent)
+                elif step in watched and lmode(name, parent):
+                    moved += _set_aside(parent, Path(step))
     known = {p: why for p, why in protected.paths.items() if os.path.lexists(p)} if known is None else known
     with _placeholder_lock:  # a parallel command's placeholder: read-only to every command, removed by its own
         known = {**known, **dict.fromkeys(_placeholder_users, "")}
@@ -273,35 +284,6 @@ def _links_before(root: Path, protected: Protected) -> dict[str, str | None]:
     for folder, names in _on_the_way(root, protected.paths):
         seen.update((step, _kind(step, None)) for step in (folder + os.sep + n for n in names) if step not in seen)
     return seen
-
-
-def _set_aside_on_the_way(root: Path, protected: Protected, before: dict[str, str | None]) -> list[Path]:
-    """Each step from ``root`` to each protected path, by name as the host finds them (never through a symlink), not
-    what it was ``before`` (a symlink changed or new, a file where there was none) renamed aside, a symlink that was
-    there put back; a watched path now there too. A ``src`` swapped for a symlink ran its ``sitecustomize.py``."""
-    moved: list[Path] = []
-    watched = set(map(str, protected.watched))
-    with _placeholder_lock:  # a parallel command's placeholder: read-only to every command, removed by its own
-        others = set(map(str, _placeholder_users))
-    held = [(0, _open_root(root))]
-    try:
-        for folder, names in _on_the_way(root, protected.paths):
-            if (parent := _reach(held, len(Path(folder).parts) - len(root.parts), Path(folder))) is None:
-                continue  # gone, no folder, or a symlink as it was (or set aside): nothing by this name below
-            for name in names:
-                if (step := folder + os.sep + name) in others:
-                    continue
-                if _kind(name, parent) != (was := before.get(step)):
-                    moved += _set_aside(parent, Path(step)) if _lexists(name, parent) else []
-                    if was and not _lexists(name, parent):  # a symlink was there
-                        with contextlib.suppress(OSError):
-                            os.symlink(was, name, dir_fd=parent)
-                elif step in watched and _lexists(name, parent):
-                    moved += _set_aside(parent, Path(step))
-    finally:
-        for _, fd in held:
-            os.close(fd)
-    return moved
 
 
 def _kind(name: str, parent: int | None) -> str | None:
@@ -328,16 +310,15 @@ def _on_the_way(root: Path, paths: Iterable[Path]) -> list[tuple[str, list[str]]
 
 
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # by name in its folder: never a symlink
+_HELD = 64  # descriptors a walk holds at most
 
 
 def _walk_all(root: Path) -> Iterator[tuple[Path, int, list[str], list[str]]]:
-    """Each folder in ``root``, a descriptor of it (valid until the next step), its folders' and other entries' names
-    (``dirs`` pruned in place is not walked); each opened by name from its parent's, never through a symlink (a
-    swapped one had an outside repository's ``.git`` renamed). Not ``os.walk``: it recursed (``RecursionError`` 1,200
-    deep) and skipped an unlistable folder (``chmod 0311 sub`` hid a repository). At most :data:`_HELD` descriptors."""
-    held: list[tuple[int, int]] = [(0, _open_root(root))]  # (depth, descriptor) along the current path
+    """Each folder in ``root``, its descriptor (valid until the next step), its folders' (pruned in place: not walked)
+    and other entries' names; opened by name from its parent's, never through a symlink (a swapped one had an outside
+    ``.git`` renamed). Not ``os.walk``: it recursed (1,200 deep) and skipped an unlistable folder (``chmod 0311``)."""
     pending: list[tuple[int, Path]] = [(0, root)]
-    try:
+    with _held(root) as held:
         while pending:
             depth, here = pending.pop()
             fd = _reach(held, depth, here)
@@ -350,12 +331,6 @@ def _walk_all(root: Path) -> Iterator[tuple[Path, int, list[str], list[str]]]:
                     (dirs if is_folder(entry, follow_symlinks=False) else files).append(entry.name)
             yield here, fd, dirs, files
             pending += [(depth + 1, here / d) for d in reversed(dirs)]
-    finally:
-        for _, fd in held:
-            os.close(fd)
-
-
-_HELD = 64  # descriptors a walk holds at most
 
 
 def _reach(held: list[tuple[int, int]], depth: int, here: Path) -> int | None:
@@ -393,12 +368,18 @@ def _open_folder(name: str, parent: int | None) -> int | None:
         os.close(held)
 
 
-def _open_root(root: Path) -> int:
-    """The workspace opened as :func:`_open_folder` opens a folder in it (``chmod 0311 .`` hides nothing)."""
-    fd = _open_folder(str(root), None)
-    if fd is None:
+@contextlib.contextmanager
+def _held(root: Path) -> Iterator[list[tuple[int, int]]]:
+    """``(depth, descriptor)`` along a walk's path (:func:`_reach`), closed at its end; first the workspace's, opened
+    as :func:`_open_folder` opens one (``chmod 0311 .`` hides nothing)."""
+    if (fd := _open_folder(str(root), None)) is None:
         raise NotADirectoryError(errno.ENOTDIR, "the workspace cannot be opened as a folder", str(root))
-    return fd
+    held = [(0, fd)]
+    try:
+        yield held
+    finally:
+        for _, step in held:
+            os.close(step)
 
 
 def _give_owner_bits(fd: int, bits: int = stat.S_IRWXU) -> None:
@@ -406,10 +387,6 @@ def _give_owner_bits(fd: int, bits: int = stat.S_IRWXU) -> None:
     mode = os.fstat(fd).st_mode
     if stat.S_ISDIR(mode) and mode & bits != bits:
         os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(mode) | bits)
-
-
-def _lexists(name: str, parent: int) -> bool:
-    return lmode(name, parent) != 0
 
 
 @contextlib.contextmanager
@@ -435,7 +412,7 @@ def _set_aside(parent: int, path: Path) -> list[Path]:
     name = path.name
     for _ in range(2):
         target = name + SET_ASIDE
-        if _lexists(target, parent):
+        if lmode(target, parent):
             target = f"{name}{SET_ASIDE}-{secrets.token_hex(8)}"
         try:
             os.rename(name, target, src_dir_fd=parent, dst_dir_fd=parent)  # a symlink is renamed, never followed
@@ -448,7 +425,7 @@ def _set_aside(parent: int, path: Path) -> list[Path]:
             shutil.rmtree(name, dir_fd=parent)
         else:
             os.unlink(name, dir_fd=parent)
-    return [path] if _lexists(name, parent) else []
+    return [path] if lmode(name, parent) else []
 
 
 def _walk_or_refuse(root: Path, walk: Callable[[], list[Path]], report: list[Path] | None) -> None:
@@ -488,9 +465,8 @@ def _mask(root: Path, path: Path) -> Path | None:
 
 
 def _binds(root: Path, protected: list[Path]) -> list[str]:
-    """``--ro-bind`` for each protected path in ``root`` (or its placeholder), ``--bind`` for each folder on its way:
-    a mount point cannot be renamed, so ``mv scripts x && mkdir scripts`` fails (the walk after the command is too
-    late: meanwhile the host finds these paths by name)."""
+    """``--ro-bind`` for each protected path in ``root`` (or its placeholder), ``--bind`` for each folder on its way: a
+    mount point cannot be renamed (``mv scripts x && mkdir scripts``; the walk after is late: the host finds them)."""
     with _placeholder_lock:
         targets = {_mask(root, path) or path for path in protected}
     # Missing with no placeholder: only argv() outside running(), which cannot bind it.
@@ -559,7 +535,7 @@ def _placeholders(root: Path, protected: Protected) -> Iterator[None]:
 
 def _hidden(root: str) -> list[str]:
     """Folders mounted empty: homes (but ``/`` or one holding ``bash``, a system account's), temporary and runtime
-    files, and the workspace's parent unless ``/`` (the interpreter and ``PATH`` there: :func:`_kept_in_parent`)."""
+    files, and the workspace's parent unless ``/`` (the interpreter and ``PATH`` there: :meth:`Sandbox.argv`)."""
     parent = str(Path(root).parent)
     shell = os.path.realpath(shutil.which("bash", path=absolute_path()) or "/bin/bash")
     candidates = [h for h in map(str, homes()) if h != "/" and not shell.startswith(h + "/")]
@@ -571,13 +547,3 @@ def _hidden(root: str) -> list[str]:
 
 _ALWAYS_HIDDEN = ("/tmp", "/var/tmp", "/run", "/home", "/root")
 
-
-def _kept_in_parent(root: str, hidden: list[str]) -> list[Path]:
-    """The interpreter's and ``PATH``'s folders in the workspace's parent :func:`_hidden` empties, shown read-only."""
-    parent = str(Path(root).parent)
-    if parent not in hidden or parent in {*map(str, homes()), *_ALWAYS_HIDDEN}:
-        return []
-    needed = {Path(os.path.realpath(p)) for p in (sys.base_prefix, sys.prefix, *os.get_exec_path()) if p}
-    needed = {n for n in needed if Path(parent) in n.parents and Path(root) not in (n, *n.parents)}
-    return sorted({n.parent if (n.parent / "pyvenv.cfg").is_file() or n.parent.name == "node_modules" else n
-                   for n in needed if os.path.exists(n)})
