@@ -393,12 +393,16 @@ def _give_owner_bits(fd: int, bits: int = stat.S_IRWXU) -> None:
 def _folder_of(root: Path, path: Path) -> Iterator[int | None]:
     """The folder holding ``path`` (in ``root``), opened step by step, no symlink; ``None`` if a step is no folder."""
     fd: int | None = None
-    with contextlib.suppress(OSError, ValueError):
+    try:
         fd = os.open(root, _FOLDER)
         for name in path.parent.relative_to(root).parts:
             step = os.open(name, _FOLDER, dir_fd=fd)
             os.close(fd)
             fd = step
+    except (OSError, ValueError):  # never the last folder reached: a placeholder there is in the wrong one
+        if fd is not None:
+            os.close(fd)
+        fd = None
     try:
         yield fd if fd is not None and root in path.parents else None
     finally:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from deep_agent.tools.confined import SpawnFailed, spawned
 from deep_agent.tools.protected import Protected
-from deep_agent.tools.sandbox import Sandbox, set_aside_new_repositories
+from deep_agent.tools.sandbox import Sandbox, _folder_of, set_aside_new_repositories
 
 
 def _outside(runner) -> Path:
@@ -93,3 +93,14 @@ def test_a_bind_source_swapped_for_a_symlink_is_not_followed(runner):
         assert said.startswith("refused: a path the sandbox binds is now a symlink"), said
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_symlink_on_the_way_to_a_placeholder_gives_no_folder_to_make_it_in(tmp_path):
+    """A placeholder is made (and removed) in the folder its path names, or nowhere: a folder on its way swapped for
+    a symlink gave the last folder reached (the workspace), where a placeholder ``x`` would be made instead."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to("real")
+    with _folder_of(tmp_path, tmp_path / "link" / "x") as parent:
+        assert parent is None
+    with _folder_of(tmp_path, tmp_path / "real" / "x") as parent:
+        assert parent is not None and os.path.samestat(os.fstat(parent), os.stat(tmp_path / "real"))
