@@ -160,22 +160,20 @@ def _contain_exits(probe: LoopProbe) -> None:
 
 def _guarding(loop: asyncio.AbstractEventLoop, schedule: Callable[..., Any], at: int,
               probe: LoopProbe) -> Callable[..., Any]:
-    """``schedule`` with the callback (positional argument ``at``) unable to raise an exit into the loop."""
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        callback = args[at]
+    """``schedule`` with the callback (positional argument ``at``) unable to raise an exit into the loop. One
+    ``run`` per loop, handed the callback as its first argument: nothing is made per callback but its handle."""
+    def run(callback: Callable[..., Any], *callback_args: Any) -> Any:
+        probe.beats += 1
+        try:
+            return callback(*callback_args)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            loop.call_exception_handler({"message": "a callback on the background loop raised an exit",
+                                         "exception": StrayExit(exc)})
+            return None
 
-        def run(*callback_args: Any) -> Any:
-            probe.beats += 1
-            try:
-                return callback(*callback_args)
-            except (KeyboardInterrupt, SystemExit) as exc:
-                loop.call_exception_handler({"message": "a callback on the background loop raised an exit",
-                                             "exception": StrayExit(exc)})
-                return None
-
-        return schedule(*args[:at], run, *args[at + 1:], **kwargs)
-
-    return guarded
+    if at == 0:
+        return functools.partial(schedule, run)
+    return lambda when, callback, *args, **kwargs: schedule(when, run, callback, *args, **kwargs)
 
 
 @contextlib.contextmanager
@@ -609,8 +607,7 @@ class MemoryOutcomes:
         self._stubs: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
 
     def save(self, task_id: str, fields: Mapping[str, Any]) -> None:
-        kept = _cut_result(dict(fields), max(self.max_bytes // 8, 4096))
-        size = _size(kept)
+        kept, size = _cut_result(dict(fields), max(self.max_bytes // 8, 4096))
         old = self._items.pop(task_id, None)
         self._stubs.pop(task_id, None)
         if old is not None:
@@ -645,17 +642,17 @@ class MemoryOutcomes:
 MEMORY_MAX_STUBS = 10_000  # outcomes cut to their status (no result) one runtime keeps in memory
 
 
-def _cut_result(fields: dict[str, Any], limit: int) -> dict[str, Any]:
-    """``fields`` with a result too large for ``limit`` cut to its start, and a note saying so."""
-    result = fields.get("result")
-    if not isinstance(result, str) or _size(fields) <= limit:
-        return fields
+def _cut_result(fields: dict[str, Any], limit: int) -> tuple[dict[str, Any], int]:
+    """``fields`` with a result too large for ``limit`` cut to its start, and a note saying so; and their size."""
+    size, result = _size(fields), fields.get("result")
+    if not isinstance(result, str) or size <= limit:
+        return fields, size
     width = _char_bytes(result)
-    room = max(0, (limit - (_size(fields) - len(result) * width) - 400) // width)
+    room = max(0, (limit - (size - len(result) * width) - 400) // width)
     fields["result"] = result[:room] + (
         f"\n[cut: the result was {len(result):,} characters; this process keeps the first {room:,} in "
         "memory (its parent's checkpointer is not a SQLite file, where it would be kept whole)]")
-    return fields
+    return fields, _size(fields)
 
 
 def _stub(fields: Mapping[str, Any], max_bytes: int) -> dict[str, Any]:
