@@ -136,12 +136,6 @@ def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, 
     return call_price(prices, replied) or priced
 
 
-def unknown_model_price(prices: PriceTable | None) -> tuple[str, tuple[float, float]] | None:
-    """The price of a call whose sent model is not known (its start unseen): the dearest, never less than it cost;
-    its reply's name is no price (a router's, a deployment's, another model's)."""
-    return max((prices or {}).items(), key=lambda item: sum(item[1]), default=None)
-
-
 def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
     """A price table as ``{model: (input, output)}`` USD per million tokens, or ``ValueError`` naming the entry."""
     if prices is None:
@@ -224,6 +218,15 @@ MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 16.0  # tokenizers differ this much; a h
 LEARNED_SCALE_MARGIN = 1.1  # a ratio learned on a short prompt understates a long one's by up to ~10%
 
 
+def _amount(unit: str, value: Any) -> str:
+    """A token count or a dollar amount, as the limits' messages write it."""
+    return f"{value}" if unit == "tokens" else f"${value:.4f}"
+
+
+def _ratio(unit: str, spent: Any, limit: Any) -> str:
+    return f"{spent}/{limit} tokens" if unit == "tokens" else f"${spent:.4f}/${limit:.4f}"
+
+
 def learned_scale(estimated: int, charged: int) -> float:
     """The ratio a call teaches: ``charged`` input tokens per ``estimated`` one, with the margin, in the clamps."""
     return min(max(charged / estimated * LEARNED_SCALE_MARGIN, MIN_TOKEN_SCALE), MAX_TOKEN_SCALE)
@@ -235,12 +238,10 @@ class Budget:
 
     reserved: int  # held by running calls
     reserved_usd: float
-    # The smallest call refused, and the least room a child foresaw for a call and its wrap-up
+    # (tokens, usd): the smallest call refused, and the least room a child foresaw for a call and its wrap-up
     # (TaskMeter.last_call): once spending leaves less, the budget is spent for new work (spent_error).
-    _smallest_refused: int | None
-    _smallest_refused_usd: float | None
-    _foreseen: int | None
-    _foreseen_usd: float | None
+    _smallest_refused: list[float | None]
+    _foreseen: list[float | None]
 
     def __init__(self, *, max_tokens: int | None = None, max_usd: float | None = None,
                  prices: PriceTable | None = None) -> None:
@@ -295,19 +296,22 @@ class Budget:
         with self._lock:
             return self._reserve(token_count(tokens), dollars(usd), refuse)
 
+    def _limits(self) -> tuple[tuple[Literal["tokens", "usd"], float | None, float, float], ...]:
+        """Each limit: its unit, its bound, what is spent and what running calls hold."""
+        return (("tokens", self.max_tokens, self.tokens, self.reserved),
+                ("usd", self.max_usd, self.usd, self.reserved_usd))
+
     def _reserve(self, tokens: int, cost: float, refuse: bool, remember: bool = True) -> tuple[int, float]:
         if refuse and (spent := self.spent_error()) is not None:
             raise spent
-        if refuse and self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
-            if remember:
-                self._smallest_refused = min(self._smallest_refused or tokens, tokens)
-            raise self._over("tokens", f"cannot cover another call ({self.tokens} spent, {self.reserved} held by "
-                                       f"running calls, ~{tokens} more needed, limit {self.max_tokens})")
-        if refuse and self.max_usd is not None and self.usd + self.reserved_usd + cost > self.max_usd:
-            if remember:
-                self._smallest_refused_usd = min(self._smallest_refused_usd or cost, cost)
-            raise self._over("usd", f"cannot cover another call (${self.usd:.4f} spent, ${self.reserved_usd:.4f} "
-                                    f"held by running calls, ~${cost:.4f} more needed, limit ${self.max_usd:.4f})")
+        for i, (unit, limit, spent_now, held) in enumerate(self._limits() if refuse else ()):
+            need = (tokens, cost)[i]
+            if limit is not None and spent_now + held + need > limit:
+                if remember:
+                    self._smallest_refused[i] = min(self._smallest_refused[i] or need, need)
+                raise self._over(unit, f"cannot cover another call ({_amount(unit, spent_now)} spent, "
+                                       f"{_amount(unit, held)} held by running calls, ~{_amount(unit, need)} more "
+                                       f"needed, limit {_amount(unit, limit)})")
         self.reserved += tokens
         self.reserved_usd += cost
         return tokens, cost
@@ -338,26 +342,21 @@ class Budget:
     def foresee(self, tokens: int, usd: float) -> None:
         """A child found no room for a call and its wrap-up (``tokens``, ``usd``): see :meth:`spent_error`."""
         with self._lock:
-            self._foreseen = min(self._foreseen or tokens, tokens)
-            self._foreseen_usd = min(self._foreseen_usd or usd, usd) if usd else self._foreseen_usd
+            self._foreseen[0] = min(self._foreseen[0] or tokens, tokens)
+            self._foreseen[1] = min(self._foreseen[1] or usd, usd) if usd else self._foreseen[1]
 
     def spent_error(self, *, foreseen: bool = False) -> BudgetExceeded | None:
         """The :class:`BudgetExceeded` once the budget is spent, else ``None``; ``foreseen`` (new work, not a running
         child's call): also once what is left cannot cover the smallest call refused or a child's call and wrap-up."""
-        if self.max_tokens is not None and self.tokens >= self.max_tokens:
-            return self._over("tokens", f"is spent ({self.tokens}/{self.max_tokens} tokens)")
-        if self.max_usd is not None and self.usd >= self.max_usd:
-            return self._over("usd", f"is spent (${self.usd:.4f}/${self.max_usd:.4f})")
-        if not foreseen:  # a running child's call: refused only when it does not fit (_reserve)
-            return None
-        need = min((n for n in (self._smallest_refused, self._foreseen) if n is not None), default=None)
-        need_usd = min((n for n in (self._smallest_refused_usd, self._foreseen_usd) if n is not None), default=None)
-        if self.max_tokens is not None and need is not None and self.tokens + need > self.max_tokens:
-            return self._over("tokens", f"is spent ({self.tokens}/{self.max_tokens} tokens: too little is left for "
-                                        f"a call of ~{need})")
-        if self.max_usd is not None and need_usd is not None and self.usd + need_usd > self.max_usd:
-            return self._over("usd", f"is spent (${self.usd:.4f}/${self.max_usd:.4f}: too little is left for a "
-                                     f"call of ~${need_usd:.4f})")
+        limits = self._limits()
+        for unit, limit, spent, _ in limits:
+            if limit is not None and spent >= limit:
+                return self._over(unit, f"is spent ({_ratio(unit, spent, limit)})")
+        for i, (unit, limit, spent, _) in enumerate(limits if foreseen else ()):  # a running child's call: _reserve
+            need = min((n for n in (self._smallest_refused[i], self._foreseen[i]) if n is not None), default=None)
+            if limit is not None and need is not None and spent + need > limit:
+                return self._over(unit, f"is spent ({_ratio(unit, spent, limit)}: too little is left for a call of "
+                                        f"~{_amount(unit, need)})")
         return None
 
     def charge(self, model_name: str | None, input_tokens: Any, output_tokens: Any) -> float:
@@ -377,10 +376,9 @@ class Budget:
         """Hold ``need`` in place of ``held`` if what is left covers it, else name the limit it passes; under the
         lock, so no other call takes the room between."""
         with self._lock:
-            if self.max_tokens is not None and self.max_tokens - self.tokens - self.reserved + held[0] < need[0]:
-                return "tokens"
-            if self.max_usd is not None and self.max_usd - self.usd - self.reserved_usd + held[1] < need[1]:
-                return "usd"
+            for i, (unit, limit, spent, reserved) in enumerate(self._limits()):
+                if limit is not None and limit - spent - reserved + held[i] < need[i]:
+                    return unit
             self.reserved = max(0, self.reserved - held[0]) + need[0]
             self.reserved_usd = max(0.0, self.reserved_usd - held[1]) + need[1]
         return None
@@ -393,7 +391,7 @@ class Budget:
         with self._lock:
             self.tokens = self.reserved = 0
             self.usd = self.reserved_usd = 0.0
-            self._smallest_refused = self._smallest_refused_usd = self._foreseen = self._foreseen_usd = None
+            self._smallest_refused, self._foreseen = [None, None], [None, None]
 
 
 # The interpreter's messages for a GeneratorExit that a coroutine or generator did not let end it.
@@ -567,12 +565,10 @@ class TaskMeter(BaseCallbackHandler):
 
         # Its own limits at the ratio its calls showed, the budget's, or the margin (a first call).
         need, need_usd, _ = need_at(self._own_scale or learned or LEARNED_SCALE_MARGIN)
-        spent = self.charged_input_tokens + self.charged_output_tokens
         # Worded as the limit's own stop would be: a wrap-up with no answer ends the task as that stop did.
-        if self.max_tokens is not None and spent + need > self.max_tokens:
-            return self._over_own("tokens", spent, ", with the one more call it had room for")
-        if self.max_usd is not None and self.cost_usd + need_usd > self.max_usd:
-            return self._over_own("usd", self.cost_usd, ", with the one more call it had room for")
+        for (unit, limit, spent), needed in zip(self._own_limits(), (need, need_usd), strict=True):
+            if limit is not None and spent + needed > limit:
+                return self._over_own(unit, spent, ", with the one more call it had room for")
         if budget is not None:
             # Both calls as the budget will hold them: at the clamp before a ratio is learned.
             need, need_usd, now = need_at(learned or MAX_TOKEN_SCALE)
@@ -585,9 +581,9 @@ class TaskMeter(BaseCallbackHandler):
                     return None
             if learned is not None:  # at the clamp, they are no measure of what new work needs
                 budget.foresee(need, need_usd)
-            spent_then = (f"{budget.tokens} spent, limit {budget.max_tokens}" if short == "tokens"
-                          else f"${budget.usd:.4f} spent, limit ${budget.max_usd:.4f}")
-            return budget._over(short, f"cannot cover another call ({spent_then}; it had room for one more)")
+            _, limit, spent, _ = budget._limits()[short == "usd"]
+            return budget._over(short, f"cannot cover another call ({_amount(short, spent)} spent, limit "
+                                       f"{_amount(short, limit)}; it had room for one more)")
         return None
 
     def settled_usage(self) -> dict[str, Any]:
@@ -628,20 +624,21 @@ class TaskMeter(BaseCallbackHandler):
         # the next call is the wrap-up. Without a wrap-up, and after it, the limit refuses.
         if self._wrap_up_sent or self.wrap_up in (None, False) or \
                 (self.wrapped_up is None) is call:  # a call before the wrap-up was made, or a step after it
-            tokens = self.charged_input_tokens + self.charged_output_tokens
-            if self.max_tokens is not None and tokens >= self.max_tokens:
-                raise self._raising(self._over_own("tokens", tokens))
-            if self.max_usd is not None and self.cost_usd >= self.max_usd:
-                raise self._raising(self._over_own("usd", self.cost_usd))
+            for unit, limit, spent in self._own_limits():
+                if limit is not None and spent >= limit:
+                    raise self._raising(self._over_own(unit, spent))
         if self.refuses and self.budget is not None and (spent := self.budget.spent_error()) is not None:
             raise self._raising(spent)
 
+    def _own_limits(self, held: tuple[int, float] = (0, 0.0)) -> Iterator[tuple[Literal["tokens", "usd"], Any, Any]]:
+        """The task's own limits: each unit, its bound, and what is spent (with ``held``)."""
+        yield "tokens", self.max_tokens, self.charged_input_tokens + self.charged_output_tokens + held[0]
+        yield "usd", self.max_usd, self.cost_usd + held[1]
+
     def _over_own(self, unit: Literal["tokens", "usd"], spent: float, note: str = "") -> BudgetExceeded:
-        if unit == "tokens":
-            return BudgetExceeded(f"exceeded its max_tokens ({spent}/{self.max_tokens} tokens{note})",
-                                  limit=self.max_tokens, spent=spent, unit=unit)
-        return BudgetExceeded(f"exceeded its max_budget_per_run (${spent:.4f}/${self.max_usd:.4f}{note})",
-                              limit=self.max_usd, spent=spent, unit=unit)
+        limit, name = (self.max_tokens, "max_tokens") if unit == "tokens" else (self.max_usd, "max_budget_per_run")
+        return BudgetExceeded(f"exceeded its {name} ({_ratio(unit, spent, limit)}{note})", limit=limit, spent=spent,
+                              unit=unit)
 
     def _raising(self, error: SubagentError) -> SubagentError:
         """``error``, marked on itself as the meter's own (a tool it passes through, or a batch it refuses)."""
@@ -794,12 +791,9 @@ class TaskMeter(BaseCallbackHandler):
         tokens = math.ceil(estimate * (self._own_scale or learned or LEARNED_SCALE_MARGIN))
         usd = cost_at(priced, tokens, 0)
         with self._lock:
-            spent = self.charged_input_tokens + self.charged_output_tokens + self._own_held[0]
-            if self.max_tokens is not None and spent + tokens > self.max_tokens:
-                raise self._over_own("tokens", spent, f" spent and held, ~{tokens} more needed")
-            cost = self.cost_usd + self._own_held[1]
-            if self.max_usd is not None and cost + usd > self.max_usd:
-                raise self._over_own("usd", cost, f" spent and held, ~${usd:.4f} more needed")
+            for (unit, limit, spent), need in zip(self._own_limits(self._own_held), (tokens, usd), strict=True):
+                if limit is not None and spent + need > limit:
+                    raise self._over_own(unit, spent, f" spent and held, ~{_amount(unit, need)} more needed")
             self._own_held = (self._own_held[0] + tokens, self._own_held[1] + usd)
         return tokens, usd
 
@@ -833,8 +827,10 @@ class TaskMeter(BaseCallbackHandler):
             reported_in, reported_out, replied = 0, 0, None
         reported_in, reported_out = token_count(reported_in), token_count(reported_out)
         budget = self.budget
-        if call is None:  # a call whose start this meter did not see: its report is all there is, but for its model
-            call = _Call(None, unknown_model_price(self.prices or (budget.prices if budget else None)), 0, 0, 0.0)
+        if call is None:  # a call whose start this meter did not see: its report is all there is, and its price the
+            # dearest, never less than it cost (its reply's name is no price: a router's, a deployment's, another's)
+            table = self.prices or (budget.prices if budget else None) or {}
+            call = _Call(None, max(table.items(), key=lambda item: sum(item[1]), default=None), 0, 0, 0.0)
         # A count far below the estimate is charged the estimate at the learned ratio; no count at all is
         # charged what the call held (16x before a ratio), failed or cancelled too (the provider may have read
         # it all), or a dense tokenizer would pass the limit unseen.
@@ -1204,18 +1200,18 @@ class RecordingMeter(TaskMeter):
         self.recorder = recorder
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None, **kwargs: Any) -> None:
-        try:  # the recorder reads no keyword but run_id: the others are not passed on (hot path)
-            self.recorder.on_chat_model_start(serialized, messages, run_id=run_id)
-        except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
-            log.warning("transcript recorder failed on a model call: %r", exc)
+        self._record(self.recorder.on_chat_model_start, "call", serialized, messages, run_id=run_id)
         self._start_call(run_id, messages, kwargs)
 
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
-        try:
-            self.recorder.on_llm_end(response, run_id=run_id)
-        except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
-            log.warning("transcript recorder failed on a model answer: %r", exc)
+        self._record(self.recorder.on_llm_end, "answer", response, run_id=run_id)
         self._end_call(run_id, response)
+
+    def _record(self, event: Callable[..., None], what: str, *args: Any, run_id: Any) -> None:
+        try:  # the recorder reads no keyword but run_id: the others are not passed on (hot path)
+            event(*args, run_id=run_id)
+        except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
+            log.warning("transcript recorder failed on a model %s: %r", what, exc)
 
 
 DEFAULT_WRAP_UP_SHARE = 0.15  # the share of timeout_s left that makes the next call the wrap-up (9s of 60s)
