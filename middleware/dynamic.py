@@ -1,9 +1,5 @@
-"""The ``create_subagent`` tool (``dynamic_subagents=True``): the parent defines a specialist at run time.
-
-From the parent's next model call on, the new agent is listed in ``<available_agents>``; the definition is kept
-in the parent's state. A refused request is an error result naming the rule; every request leaves a record.
-Parallel calls in one message are judged in order, each seeing the ones before it.
-"""
+"""The ``create_subagent`` tool (``dynamic_subagents=True``): the parent defines a specialist at run time
+(docs/delegation-modes.md)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""What a turn's tool calls must and may be, each rule reading the turn since the last user message.
-
-Forced delegation: the first model call of each turn must call ``task`` (offered with only the allowed agents);
-later calls are free. Mechanisms: ``"tool_choice"`` names ``task``; ``"required"``: ``tool_choice="required"``,
-``task`` the only tool; ``"response_format"``, for servers that ignore both (llama.cpp's): a JSON schema of
-``task``'s arguments, the reply turned into a ``task`` call (one cut at the token limit is closed and used);
-``"auto"`` (the default): ``tool_choice`` first, then ``response_format`` from a reply without a ``task`` call on.
-"""
+"""What a turn's tool calls must and may be, each rule reading the turn since the last user message (forced
+delegation and its mechanisms: docs/local-models.md)."""
 
 from __future__ import annotations
 
@@ -58,12 +52,8 @@ def is_notice(message: object) -> bool:
 
 
 class DelegationLimit:
-    """Counts the parent's delegations (``task`` calls, background starts) since the last user message:
-    past ``max_delegations`` each is refused with an error and the tools are withdrawn for the run.
-
-    Args:
-        max_delegations: delegations allowed per run (``None``: no cap).
-    """
+    """Counts the parent's delegations (``task`` calls, background starts) since the last user message: past
+    ``max_delegations`` (``None``: no cap) each is refused with an error and the tools are withdrawn for the run."""
 
     starting = frozenset({TASK_TOOL_NAME, START_TOOL_NAME, RETRY_TOOL_NAME})  # start a child run: withdrawn
     tool_names = starting | {FOLLOW_UP_TOOL_NAME}
@@ -120,15 +110,9 @@ VERBATIM_CALL_PROMPT = ("Delegate now: reply only with the JSON arguments of one
 
 
 class ForceDelegation(BaseModel):
-    """How the first model call of each turn is made to delegate.
-
-    Args:
-        agent: the subagent that call must use (``None``: any).
-        mechanism: see the module documentation.
-        description_max_chars: ``maxLength`` of the description in the forced call's schema (``None``: unbounded).
-        description: ``"model"`` writes it; ``"verbatim"``: the model only picks the agent, and the child gets the
-            user's last message.
-    """
+    """How the first model call of each turn is made to delegate (docs/local-models.md): to ``agent`` (``None``:
+    any), by ``mechanism``; ``description_max_chars`` bounds the forced call's description, ``"verbatim"`` gives the
+    child the user's last message (the model only picks the agent)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -349,13 +333,8 @@ ARGUMENTS_KEY = "arguments"
 
 
 class ForceToolUse(ModelCallPlan, AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
-    """The first model call of each turn calls one of ``tools`` (all offered tools by default).
-
-    Args:
-        tools: names of the tools the forced call may use (``None``: every tool offered on that call).
-        answer_with_result: end the turn on the forced call's tool result, without another model call (a small model
-            often restates it wrongly).
-    """
+    """The first model call of each turn calls one of ``tools`` (``None``: any offered); ``answer_with_result`` ends
+    the turn on its result, without another model call (a small model often restates it wrongly)."""
 
     def __init__(self, tools: Sequence[str] | None = None, *, answer_with_result: bool = False) -> None:
         super().__init__()
@@ -420,12 +399,8 @@ def forced_tool_schema(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 class ReturnChildAnswer(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
-    """Ends a turn of one successful delegation on the child's answer, without another root model call
-    (which a small root model often uses to garble it). Anything else goes to the model as usual.
-
-    Args:
-        tool_names: the delegation tools whose answer may end the turn (``task`` by default).
-    """
+    """Ends a turn of one successful call of ``tool_names`` on the child's answer, without another root model call
+    (which a small root model often uses to garble it). Anything else goes to the model as usual."""
 
     def __init__(self, tool_names: Sequence[str] = (TASK_TOOL_NAME,)) -> None:
         super().__init__()

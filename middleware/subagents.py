@@ -1,7 +1,5 @@
-"""``SubAgentMiddleware``: the ``task`` tool, in any ``create_agent`` graph. Children inherit the parent's model and
-tools unless their spec names others; a child is built once, so a parent that switches models mid-run should pass
-``model=``. The ledger ``subagent_tasks`` holds one record per delegation, an invalid call included; shared keys
-are written back by the rule in :mod:`subagents.boundary`."""
+"""``SubAgentMiddleware``: the ``task`` tool, in any ``create_agent`` graph (docs/specs.md,
+docs/ledger-and-budgets.md)."""
 
 import asyncio
 import dataclasses
@@ -107,28 +105,17 @@ class ParentModel:
 
 
 class SubAgentMiddleware(AgentMiddleware):
-    """Adds the ``task`` tool and lists the subagents in the system prompt.
+    """Adds the ``task`` tool and lists the subagents in the system prompt (docs/specs.md, docs/migrating.md).
 
-    Args:
-        subagents: specs (:class:`subagents.SubagentSpec`, :class:`subagents.CompiledSubagent` or dicts).
-        model, tools: what children inherit; default: the parent's.
-        model_middleware: the parent's middleware (the same list given to ``create_agent``: LangChain exposes
-            no way to read it), the floor every child is built under: its approvals, ``PIIMiddleware`` and
-            ``ChildPolicy(inherited="every")`` reach every child, its fallback, retry and router middleware
-            the children inheriting its model. Not given while children take the parent's tools: a
-            :class:`~subagents.errors.ParentPolicyNotInherited` warning (``[]`` says it has none).
-        private_state_keys: the parent's private keys, which never cross the boundary.
-        system_prompt: text placed before the ``<available_agents>`` block.
-        budget: a :class:`subagents.Budget` covering this agent's model calls and every child's (another root
-            middleware's too when the graph runs through :meth:`metered`); replaces ``settings.limits.budget``.
-        task_description: the ``task`` tool's description (``{available_agents}`` becomes the listing).
-        backend: deepagents' required argument, kept as ``self.backend`` and not used, as in deepagents.
-        state_schema: a ``TypedDict`` whose keys declarative children get, as deepagents forwards it.
-        settings: the :class:`subagents.settings.DelegationSettings` everything else comes from.
-
-    With ``stream_mode="custom"`` the parent's stream carries ``{"type": "subagent_task", "task_id",
-    "tool_call_id", "agent_type", "status", ...}`` as each task starts, pauses and ends; child events on the
-    ``messages`` stream carry ``subagent_task_id`` and ``subagent_tool_call_id`` in their metadata.
+    ``model``, ``tools``: what children inherit (default: the parent's; a child is built once, so a parent switching
+    models mid-run passes ``model=``). ``model_middleware``: the parent's, as given to ``create_agent`` (LangChain
+    exposes no way to read it), the floor every child is built under (docs/approvals.md); not given while children
+    take the parent's tools, a :class:`~subagents.errors.ParentPolicyNotInherited` warning (``[]``: it has none).
+    ``private_state_keys`` never cross the boundary; ``system_prompt`` precedes ``<available_agents>``, which
+    ``{available_agents}`` in ``task_description`` becomes. ``budget``: a :class:`subagents.Budget` on this agent's
+    model calls and every child's (another root middleware's under :meth:`metered`), replacing
+    ``settings.limits.budget``; ``settings`` gives the rest. ``backend`` and ``state_schema`` are deepagents'.
+    Stream events: docs/transcripts-and-streaming.md.
     """
 
     state_schema = SubagentLedgerState
@@ -216,7 +203,7 @@ class SubAgentMiddleware(AgentMiddleware):
                 raise
             except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
                 outcome = _crashed(call, exc)
-            return outcome_command(runtime, outcome, writes, (yield writes.stored, writes.astored, runtime, outcome))
+            return outcome_command(runtime, outcome, writes, (yield from writes.stored(runtime, outcome)))
 
         def task(description: str, subagent_type: str, runtime: ToolRuntime,
                  output_schema: Any = None) -> Command:  # type: ignore[type-arg]

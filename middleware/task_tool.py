@@ -7,7 +7,7 @@ import collections
 import threading
 import typing
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, cast
 from xml.sax.saxutils import escape
 
@@ -225,21 +225,13 @@ class SiblingWrites:
         self._groups: collections.OrderedDict[str, dict[str, dict[str, Any]]] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    def stored(self, runtime: ToolRuntime, outcome: TaskOutcome) -> StoredWrites:
-        """The step's pending writes, when this outcome has changes to try against siblings' (else none)."""
+    def stored(self, runtime: ToolRuntime, outcome: TaskOutcome) -> Generator[Any, Any, StoredWrites]:
+        """The step's pending writes, when this outcome has changes to try against siblings' (else none): a plan
+        whose one step reads the checkpoint (a function, its async twin, its argument)."""
         where = _step_checkpoint(runtime, outcome)
         try:
-            return () if where is None else _pending(where[0].get_tuple(where[1]))
+            return () if where is None else _pending((yield where[0].get_tuple, where[0].aget_tuple, where[1]))
         except BaseException as exc:  # noqa: BLE001 - unreadable: the siblings known in this process still count
-            if is_real_cancellation(exc):
-                raise
-            return ()
-
-    async def astored(self, runtime: ToolRuntime, outcome: TaskOutcome) -> StoredWrites:
-        where = _step_checkpoint(runtime, outcome)
-        try:
-            return () if where is None else _pending(await where[0].aget_tuple(where[1]))
-        except BaseException as exc:  # noqa: BLE001
             if is_real_cancellation(exc):
                 raise
             return ()

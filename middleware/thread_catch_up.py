@@ -1,9 +1,5 @@
-"""A served parent's thread shows how its in-process background tasks ended, without waiting for its next run.
-
-A task that ends after the parent's run would read ``running`` until another run. So when it settles and no run
-is on the thread, its ledger records are refreshed and written with the server's ``update_state`` (a notify run,
-deepagents' way, would cost a model call). The notice announcing the task still comes at the next turn.
-"""
+"""A served parent's thread shows how its in-process background tasks ended without waiting for its next run: once
+idle, its ledger is written with ``update_state`` (a notify run, deepagents' way, would cost a model call)."""
 
 from __future__ import annotations
 
