@@ -95,11 +95,8 @@ _DATE_STAMP = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")  # gpt-4.1-2025-04-14
 
 
 def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[float, float]] | None:
-    """The price of a call to ``sent`` (as sent: after any fallback or router), ``(key, (input, output))`` or ``None``.
-
-    A key matches exactly, or with a provider prefix (``openai:``) or a date stamp (``-2025-04-14``) on one side
-    only; any other name (``o1-pro`` with only ``o1`` priced) has none. Of equal matches, the dearest is charged.
-    """
+    """The price of a call to ``sent`` (as sent: after any fallback or router), ``(key, (input, output))`` or
+    ``None``: names match as docs/ledger-and-budgets.md says; of equal matches, the dearest."""
     if not prices or not isinstance(sent, str) or not sent:
         return None
     if sent in prices:
@@ -556,7 +553,7 @@ class TaskMeter(BaseCallbackHandler):
         estimate = token_count(estimate)
         # The wrap-up's prompt as its hold will estimate it: grown as since the last call, plus its instruction
         # (the unsent tool schemas stay in as slack).
-        grown = 2 * estimate - min(self._last_estimate or estimate, estimate) + _wrap_up_prompt_tokens()
+        grown = 2 * estimate - min(self._last_estimate or estimate, estimate) + _WRAP_UP_PROMPT_TOKENS
 
         def need_at(scale: float) -> tuple[int, float, int]:
             """This call and the next (its prompt grown as this one's did), both at ``scale``; this call's prompt."""
@@ -696,8 +693,12 @@ class TaskMeter(BaseCallbackHandler):
             self._tools[run_id] = (str(name or kwargs.get("name") or "a tool"), time.monotonic())
             if len(self._tools) > 64:  # calls whose end never came (a cancelled one): the oldest go
                 self._tools.pop(next(iter(self._tools)))
-        if self.on_progress is not None:
-            self._progress(name or kwargs.get("name"), _main_argument(kwargs.get("inputs")))
+        if self.on_progress is not None:  # named by its first text argument (a path, a command), cut short
+            inputs = kwargs.get("inputs")
+            text = next((" ".join(v.split()) for v in (inputs.values() if isinstance(inputs, Mapping) else ())
+                         if isinstance(v, str) and v.strip()), None)
+            cut = text[:PROGRESS_INPUT_CHARS - 3] + "..." if text and len(text) > PROGRESS_INPUT_CHARS else text
+            self._progress(name or kwargs.get("name"), cut)
 
     def on_tool_end(self, output: Any, *, run_id: Any = None, **kwargs: Any) -> None:
         with self._lock:
@@ -756,7 +757,12 @@ class TaskMeter(BaseCallbackHandler):
 
     def _sent(self, prompt: Any, kwargs: dict[str, Any], wrapping: bool = False) -> _Call:
         """The call as sent, priced and held. Under a dollar limit an unpriced model is refused (at $0, never stops)."""
-        name = _model_name(kwargs)
+        # Sent to: extra_body's model (it overrides the body's), the parameters' (a router's too), the metadata's.
+        params = kwargs.get("invocation_params") or {}
+        body = params.get("extra_body")
+        names = (body.get("model") if isinstance(body, Mapping) else None, params.get("model"),
+                 params.get("model_name"), (kwargs.get("metadata") or {}).get("ls_model_name"))
+        name = next((name for name in names if isinstance(name, str) and name), None)
         budget = self.budget
         table = self.prices or (budget.prices if budget is not None else None)
         priced = call_price(table, name)
@@ -1092,16 +1098,6 @@ def _sent_as(prompt: Any, kwargs: dict[str, Any]) -> tuple[Any, Any]:
     return prompt[0] if isinstance(prompt, list) and len(prompt) == 1 else prompt, kwargs.get("invocation_params")
 
 
-def _model_name(kwargs: dict[str, Any]) -> str | None:
-    """The model a call is sent to: ``extra_body``'s ``model`` (it overrides the body's), else the invocation
-    parameters' ``model`` (a router's included) or ``model_name``, else the ``ls_model_name`` metadata."""
-    params = kwargs.get("invocation_params") or {}
-    body = params.get("extra_body")
-    sent = body.get("model") if isinstance(body, Mapping) else None
-    names = (sent, params.get("model"), params.get("model_name"), (kwargs.get("metadata") or {}).get("ls_model_name"))
-    return next((name for name in names if isinstance(name, str) and name), None)
-
-
 def _usage_of(response: LLMResult) -> tuple[Any, Any, str | None]:
     """A reply's reported input and output tokens (unchecked: see :func:`token_count`) and model name."""
     # `type(...) is dict` first: the usual value, without an abstract-class check on every model call.
@@ -1178,15 +1174,6 @@ log = logging.getLogger(__name__)
 PROGRESS_INPUT_CHARS = 80
 
 
-def _main_argument(inputs: Any) -> str | None:
-    """A tool call's first text argument (a path, a command, a pattern), cut short: what a progress line names."""
-    for value in inputs.values() if isinstance(inputs, Mapping) else ():
-        if isinstance(value, str) and value.strip():
-            text = " ".join(value.split())
-            return text if len(text) <= PROGRESS_INPUT_CHARS else text[:PROGRESS_INPUT_CHARS - 3] + "..."
-    return None
-
-
 def meter_for(sink: TranscriptSink | None) -> TaskMeter:
     """A task's one callback handler: a :class:`RecordingMeter` feeding ``sink`` when it records, else a meter."""
     return TaskMeter() if sink is None or not sink.records else RecordingMeter(TranscriptRecorder(sink))
@@ -1233,6 +1220,7 @@ or the share of ``timeout_s`` left at which the wrap-up call is made (above 0, b
 WRAP_UP_PROMPT = ("Last call: a limit is reached and no tools are left. Give your best final answer now, "
                   "from what you have, and say what is undone.")
 """What the wrap-up call adds after the conversation, as a user's message for that call only."""
+_WRAP_UP_PROMPT_TOKENS = estimate_tokens([HumanMessage(WRAP_UP_PROMPT)]) - estimate_tokens(())
 
 
 def cut_short_note(stop: SubagentError) -> str:
@@ -1287,30 +1275,22 @@ class WrapUp(ModelCallPlan, AgentMiddleware):
                                               tool_choice=None)), True)
 
 
-@functools.cache
-def _wrap_up_prompt_tokens() -> int:
-    return estimate_tokens([HumanMessage(WRAP_UP_PROMPT)]) - estimate_tokens(())
-
-
 def _noted(response: ModelResponse[Any], wrapping: bool) -> ModelResponse[Any]:
-    """``response``, tool-free if ``wrapping``; its text noted on the meter, the answer if a limit refuses a call."""
-    response = _without_tool_calls(response) if wrapping else response
+    """``response``, its text noted on the meter (the answer if a limit refuses a call); if ``wrapping``, without
+    tool calls (none may run) but those it answers itself (a structured answer's)."""
+    if wrapping:
+        answered = {m.tool_call_id for m in response.result if isinstance(m, ToolMessage)}
+        result = []
+        for message in response.result:
+            if isinstance(message, AIMessage):
+                kept = [call for call in message.tool_calls if call["id"] in answered]
+                if len(kept) < len(message.tool_calls) or message.invalid_tool_calls:
+                    message = message.model_copy(update={"content": message.text, "tool_calls": kept,
+                                                         "invalid_tool_calls": []})
+            result.append(message)
+        response = ModelResponse(result=result, structured_response=response.structured_response)
     meter = task_meter()
     said = next((m.text for m in reversed(response.result) if isinstance(m, AIMessage) and m.text), "")
     if meter is not None and said:
         meter.said = said
     return response
-
-
-def _without_tool_calls(response: ModelResponse[Any]) -> ModelResponse[Any]:
-    """The wrap-up's reply without tool calls (none may run), but those it answers itself (a structured answer's)."""
-    answered = {m.tool_call_id for m in response.result if isinstance(m, ToolMessage)}
-    result = []
-    for message in response.result:
-        if isinstance(message, AIMessage):
-            kept = [call for call in message.tool_calls if call["id"] in answered]
-            if len(kept) < len(message.tool_calls) or message.invalid_tool_calls:
-                message = message.model_copy(update={"content": message.text, "tool_calls": kept,
-                                                     "invalid_tool_calls": []})
-        result.append(message)
-    return ModelResponse(result=result, structured_response=response.structured_response)
