@@ -169,9 +169,7 @@ class ForcedDelegation:
             return (yield request)
         # In ``auto`` mode, a server that says it parses no tool calls gets ``response_format`` at once.
         if self.setting.mechanism == "auto" and self.detected is None:
-            if probe_pending(request.model):
-                yield lambda: tool_calls_supported(request.model)  # the first use of a server asks it over HTTP
-            if tool_calls_supported(request.model) is False:
+            if (yield from probed(request.model)) is False:
                 self.detected = "response_format"
         mechanism = self.detected or self.setting.mechanism
         wasted: ModelCallResult[ResponseT] | None = None
@@ -367,18 +365,13 @@ class ForceToolUse(ModelCallPlan, AgentMiddleware[AgentState[ResponseT], Context
         message = last_ai(response)
         if message is None or message.tool_calls:
             return response
-        call = _tool_call({s["name"]: s for s in specs}, closed_json(message.text))
-        return response if call is None else _calling(response, message, call)
-
-
-def _tool_call(specs: Mapping[str, Any], reply: object) -> ToolCall | None:
-    """The call of one of ``specs`` a JSON reply describes, or ``None``."""
-    if not isinstance(reply, Mapping):
-        return None
-    name, args = (reply.get(TOOL_KEY), reply.get(ARGUMENTS_KEY)) if len(specs) > 1 else (next(iter(specs)), reply)
-    if not isinstance(name, str) or name not in specs or not isinstance(args, Mapping):
-        return None
-    return {"name": name, "args": dict(args), "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call"}
+        if not isinstance(reply := closed_json(message.text), Mapping):
+            return response
+        name, args = (reply.get(TOOL_KEY), reply.get(ARGUMENTS_KEY)) if len(specs) > 1 else (specs[0]["name"], reply)
+        if not isinstance(name, str) or name not in {s["name"] for s in specs} or not isinstance(args, Mapping):
+            return response
+        return _calling(response, message, {"name": name, "args": dict(args), "id": f"call_{uuid.uuid4().hex[:24]}",
+                                            "type": "tool_call"})
 
 
 def forced_tool_schema(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -446,9 +439,11 @@ def tool_calls_supported(model: object) -> bool | None:
     return _known[url]
 
 
-def probe_pending(model: object) -> bool:
-    """Whether :func:`tool_calls_supported` would ask a server (so an async caller runs it off the loop)."""
-    return (url := base_url_of(model)) is not None and url not in _known
+def probed(model: object) -> Generator[Any, Any, bool | None]:
+    """:func:`tool_calls_supported` as a plan: a server's first use asks it over HTTP, in a step off the event loop."""
+    if (url := base_url_of(model)) is not None and url not in _known:
+        yield lambda: tool_calls_supported(model)
+    return tool_calls_supported(model)
 
 
 def warn_if_no_tool_calls(model: object) -> None:

@@ -33,9 +33,8 @@ from middleware.limits import (
     ForcedDelegation,
     coerce_force_delegation,
     is_notice,
-    probe_pending,
+    probed,
     refused_outcome,
-    tool_calls_supported,
     warn_if_no_tool_calls,
 )
 from middleware.root_turn_limit import GraphT, RootBudget
@@ -202,7 +201,10 @@ class SubAgentMiddleware(AgentMiddleware):
             except GraphBubbleUp:
                 raise
             except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
-                outcome = _crashed(call, exc)
+                record = invalid_call_record(TASK_TOOL_NAME, call.tool_call_id or "", safe_text(exc),
+                                             call.subagent_type)
+                record.update(stop_reason="error", description=call.description)
+                outcome = TaskOutcome(record, error=f"{type(exc).__name__}: {safe_text(exc)}")
             return outcome_command(runtime, outcome, writes, (yield from writes.stored(runtime, outcome)))
 
         def task(description: str, subagent_type: str, runtime: ToolRuntime,
@@ -304,8 +306,7 @@ class SubAgentMiddleware(AgentMiddleware):
         # Served: the model may call ``task`` here (a limit may have withdrawn it) and its server could say it cannot.
         if self.forced is None and _names_a_server(request.model) and \
                 any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools):
-            if probe_pending(request.model):  # the first use of a server asks it over HTTP
-                yield lambda: tool_calls_supported(request.model)
+            yield from probed(request.model)
             warn_if_no_tool_calls(request.model)
         response = answered_response((yield from self.forced.plan(request)) if self.forced else (yield request),
                                      self._tool_names, LEDGER_KEY, as_record=ledger_entry)
@@ -468,12 +469,6 @@ def parent_floor(owner: str, model_middleware: Sequence[AgentMiddleware] | None,
     if takers:
         warnings.warn(ParentPolicyNotInherited(owner, takers), stacklevel=3)
     return ()
-
-
-def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:
-    record = invalid_call_record(TASK_TOOL_NAME, call.tool_call_id or "", safe_text(exc), call.subagent_type)
-    record.update(stop_reason="error", description=call.description)
-    return TaskOutcome(record, error=f"{type(exc).__name__}: {safe_text(exc)}")
 
 
 _METERED: dict[type[SubAgentMiddleware], type[SubAgentMiddleware]] = {}
