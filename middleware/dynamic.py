@@ -126,9 +126,8 @@ class DynamicSubagents:
         made = next((m for m in reversed(list(runtime.state.get("messages") or ())) if isinstance(m, AIMessage)
                      and runtime.tool_call_id in [c.get("id") for c in m.tool_calls]), None)  # this call's message
         calls = made.tool_calls if made is not None else []
-        for call in calls[: [c.get("id") for c in calls].index(runtime.tool_call_id) if calls else 0]:
-            if call.get("name") != "create_subagent":
-                continue
+        earlier = calls[: [c.get("id") for c in calls].index(runtime.tool_call_id) if calls else 0]
+        for call in (c for c in earlier if c.get("name") == "create_subagent"):
             try:
                 definition = self._check(call.get("args") or {}, existing, runtime)
             except Exception:  # noqa: BLE001 - a refused sibling adds nothing

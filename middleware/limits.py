@@ -74,9 +74,8 @@ class DelegationLimit:
 
     def withdrawn_when_exhausted(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
         """The model request, without the delegation tool once the run is out of delegations."""
-        if not self.exhausted(request.messages):
-            return request
-        return request.override(tools=[t for t in request.tools if getattr(t, "name", None) not in self.starting])
+        return request.override(tools=[t for t in request.tools if getattr(t, "name", None) not in self.starting]) \
+            if self.exhausted(request.messages) else request
 
     def refusal(self, messages: Sequence[AnyMessage], tool_call_id: str | None) -> str | None:
         """Why this call may not delegate, or ``None`` if it may."""
@@ -129,10 +128,8 @@ def coerce_force_delegation(value: ForceSetting) -> ForceDelegation | None:
     """``True``: any agent; a string: that agent; a dict or :class:`ForceDelegation`; falsy: off."""
     if value is None or value is False:
         return None
-    if value is True:
-        return ForceDelegation()
-    if isinstance(value, str):
-        return ForceDelegation(agent=value)
+    if value is True or isinstance(value, str):
+        return ForceDelegation(agent=None if value is True else value)
     if isinstance(value, ForceDelegation):
         return value
     if isinstance(value, Mapping):
@@ -156,16 +153,12 @@ class ForcedDelegation:
         self.allowed = [setting.agent] if setting.agent is not None else list(names)
         self.detected: Mechanism | None = None  # What auto found works, once it has found out.
 
-    def applies(self, request: ModelRequest[ContextT]) -> bool:
-        """The first call of the turn, with ``task`` offered (not withdrawn by a limit)."""
-        offered = any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
-        return offered and is_first_call_of_turn(request.messages)
-
     def plan(self, request: ModelRequest[ContextT]
              ) -> Generator[Any, ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
-        """The parent's model call, forced where it :meth:`applies` (a plan for :mod:`subagents.plans`; a step that
-        is a function is work to do off the event loop)."""
-        if not self.applies(request):
+        """The parent's model call, forced on the turn's first with ``task`` offered (not withdrawn by a limit): a plan
+        for :mod:`subagents.plans` (a step that is a function is work to do off the event loop)."""
+        if not (any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
+                and is_first_call_of_turn(request.messages)):
             return (yield request)
         # In ``auto`` mode, a server that says it parses no tool calls gets ``response_format`` at once.
         if self.setting.mechanism == "auto" and self.detected is None:

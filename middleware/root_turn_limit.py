@@ -87,8 +87,7 @@ class RootBudget:
             None, str(refused)))])
 
     def in_tools(self) -> contextlib.AbstractContextManager[None]:
-        """Around a root tool call: the run's meter counts every model call the tool makes, those given
-        callbacks of their own included (which would drop it); nothing where the graph runs unmetered."""
+        """Around a root tool call: the run's meter counts its model calls, those with callbacks of their own too."""
         meter = run_meter_in(get_config(), self.budget)  # the tool node's: the run's meter is inherited there
         return contextlib.nullcontext() if meter is None else metered_in_tools(meter)
 

@@ -91,12 +91,8 @@ class ParentModel:
         self._seen_state_id: int | None = None
 
     def observe(self, request: ModelRequest[ContextT]) -> None:
-        if self.given is not None:
-            return
-        state_id = id(request.state)
-        if state_id != self._seen_state_id or self._seen is None:
-            self._seen_state_id = state_id
-            self._seen = request.model
+        if self.given is None and (id(request.state) != self._seen_state_id or self._seen is None):
+            self._seen_state_id, self._seen = id(request.state), request.model
 
     @property
     def model(self) -> BaseChatModel | str | None:
@@ -179,8 +175,7 @@ class SubAgentMiddleware(AgentMiddleware):
             self.state_schema = self.dynamic.state_schema
 
     def metered(self, graph: GraphT) -> GraphT:
-        """``graph`` (the one this middleware is part of) run so that ``budget`` also counts the model calls
-        another root middleware makes (a summariser's); ``graph`` itself without a budget."""
+        """``graph`` (this middleware's) run so that ``budget`` counts another root middleware's own model calls too."""
         return graph if self.root_budget is None else self.root_budget.metered(graph)
 
     @property
@@ -197,7 +192,10 @@ class SubAgentMiddleware(AgentMiddleware):
         def plan(runtime: ToolRuntime, call: TaskCall) -> Generator[Any, Any, Command]:  # type: ignore[type-arg]
             """Each step: a function, its async twin, their arguments."""
             try:
-                outcome = self._refused(call) or (yield self.runner.run, self.runner.arun, call)
+                limit, messages = self.delegation_limit, call.parent_state.get("messages", ())
+                reason = limit.refusal(messages, call.tool_call_id) if limit is not None else None
+                outcome = refused_outcome(call, reason) if reason is not None else \
+                    (yield self.runner.run, self.runner.arun, call)
             except GraphBubbleUp:
                 raise
             except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
@@ -225,20 +223,13 @@ class SubAgentMiddleware(AgentMiddleware):
         return TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
                                      parent_tools=self._tools, output_schema=output_schema)
 
-    def _refused(self, call: TaskCall) -> TaskOutcome | None:
-        if self.delegation_limit is None:
-            return None
-        reason = self.delegation_limit.refusal(call.parent_state.get("messages", ()), call.tool_call_id)
-        return None if reason is None else refused_outcome(call, reason)
-
     # -- a turn after a stopped run: its open calls answered, in the model's own step (a ``before_agent`` node
     # would be a step and a checkpoint more in every run).
 
     def _at_start(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall],
                   saved: Sequence[CheckpointTuple]) -> tuple[ModelRequest[ContextT], dict[str, Any]]:
-        """At a run's first model call: the request with the ``calls`` a stopped run left open answered (what
-        finished keeps its answer, the rest but the background tools' is lost) and the state update that keeps
-        them; else a ledger the thread stopped writing touched (``touch_if_quiet``)."""
+        """At a run's first model call: the request with the ``calls`` a stopped run left open answered
+        (:func:`answer_open_calls`) and the update keeping them; else a quiet ledger touched (``touch_if_quiet``)."""
         state = request.state
         messages = state.get("messages") or ()
         if not messages or not isinstance(messages[-1], HumanMessage):
@@ -287,16 +278,13 @@ class SubAgentMiddleware(AgentMiddleware):
         return await adrive(plan, lambda step: asyncio.to_thread(step) if callable(step) else handler(step))
 
     def _plan(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall], saved: Sequence[CheckpointTuple], *,
-              watch: bool) -> Generator[Any, Any, ModelCallResult[ResponseT]]:
+              watch: bool, budgeted: bool = False) -> Generator[Any, Any, ModelCallResult[ResponseT]]:
         """The parent's model call, under the shared budget if any (it covers the parent's own calls too): a step
         that is a function is work to do off the event loop, any other the request to send."""
-        if self.root_budget is not None:
-            return (yield from self.root_budget.plan(request, lambda r: self._call_plan(r, calls, saved, watch)))
-        return (yield from self._call_plan(request, calls, saved, watch))
-
-    def _call_plan(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall], saved: Sequence[CheckpointTuple],
-                   watch: bool) -> Generator[Any, Any, ModelCallResult[ResponseT]]:
-        """The request with open calls answered, the cap applied and the prompt block added, sent."""
+        if self.root_budget is not None and not budgeted:  # its plan makes the call by this one, ``budgeted``
+            return (yield from self.root_budget.plan(request, lambda r: self._plan(r, calls, saved, watch=watch,
+                                                                                    budgeted=True)))
+        # The request with open calls answered, the cap applied and the prompt block added, sent.
         request, update = self._at_start(request, calls, saved)
         self.parent_model.observe(request)
         if self.delegation_limit is not None:
@@ -328,8 +316,7 @@ def _with_update(response: ModelCallResult[ResponseT], update: dict[str, Any]) -
     if not update:
         return response
     if isinstance(response, ExtendedModelResponse):
-        command = response.command
-        model_response, written = response.model_response, dict((command.update if command else None) or {})
+        model_response, written = response.model_response, dict(getattr(response.command, "update", None) or {})
     elif isinstance(response, ModelResponse):
         model_response, written = response, {}
     else:
@@ -475,9 +462,8 @@ _METERED: dict[type[SubAgentMiddleware], type[SubAgentMiddleware]] = {}
 
 
 def _tools_metered(cls: type[SubAgentMiddleware]) -> type[SubAgentMiddleware]:
-    """``cls`` (same name) with the run's meter in force around each root tool call (:meth:`RootBudget.in_tools`),
-    so a tool's model call with callbacks of its own is counted still. Only where there is a budget: LangChain
-    runs a ``wrap_tool_call`` hook, in a LangSmith span, around every tool call. ``cls``'s own wrap runs inside."""
+    """``cls`` (same name) with :meth:`RootBudget.in_tools` around each root tool call, ``cls``'s own wrap inside. Only
+    where there is a budget: LangChain runs a ``wrap_tool_call`` hook, in a LangSmith span, around every tool call."""
     # Either defined, LangChain calls both paths' (the one not defined raising): so does the wrap here.
     own = cls.wrap_tool_call is not AgentMiddleware.wrap_tool_call or \
         cls.awrap_tool_call is not AgentMiddleware.awrap_tool_call

@@ -225,9 +225,8 @@ class SiblingWrites:
         self._lock = threading.Lock()
 
     def stored(self, runtime: ToolRuntime, outcome: TaskOutcome) -> Generator[Any, Any, StoredWrites]:
-        """The step's well-formed ``(task id, channel, value)`` pending writes, when this outcome has changes to try
-        against siblings' (else none): a plan whose one step reads the checkpoint this step runs from (a function,
-        its async twin, its argument)."""
+        """The step's pending writes, if this outcome has changes to try against siblings': a plan whose one step
+        reads the checkpoint this step runs from (a function, its async twin, its argument)."""
         if not outcome.changes:
             return ()
         saver = ((runtime.config or {}).get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)

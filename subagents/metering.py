@@ -114,8 +114,7 @@ def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[
 
 
 def _refines(sent: str, name: str) -> bool:
-    """Whether ``name`` is ``sent`` then ``-`` and a date stamp (``gpt-4-0613``; never ``gpt-4o-mini`` or
-    ``claude-sonnet-4-5``), a provider prefix off one side at most."""
+    """Whether ``name`` is ``sent`` then ``-`` and a date stamp (docs/ledger-and-budgets.md)."""
     bare_sent, bare = _PROVIDER_PREFIX.sub("", sent), _PROVIDER_PREFIX.sub("", name)
     pairs = ((sent, name), (bare_sent, name), (sent, bare))
     return any(b.startswith(f"{a}-") and _SNAPSHOT.fullmatch(b[len(a) + 1:]) is not None for a, b in pairs)
@@ -126,8 +125,7 @@ _SNAPSHOT = re.compile(r"\d{4}(?:-?\d{2}-?\d{2})?")  # 0613, 20241022, 2024-05-1
 
 def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, tuple[float, float]] | None,
                 replied: str | None) -> tuple[str, tuple[float, float]] | None:
-    """``priced`` (the sent model's), or that of a priced snapshot the reply names (``gpt-4o`` answered as
-    ``gpt-4o-2024-05-13``); any other name a reply gives is ignored."""
+    """``priced`` (the sent model's), or that of a priced snapshot the reply names (:func:`_refines`), no other."""
     if not sent or not isinstance(replied, str) or not _refines(sent, replied):
         return priced
     return call_price(prices, replied) or priced
@@ -167,8 +165,7 @@ def run_prices(prices: Any, budget: Budget | None) -> dict[str, tuple[float, flo
 
 
 def estimate_tokens(payload: Any) -> int:
-    """A cheap upper-leaning guess of a prompt's tokens: four ASCII characters a token, and a token for
-    every other character (CJK text bills at one or more a character)."""
+    """A cheap upper-leaning guess of a prompt's tokens (docs/ledger-and-budgets.md: CJK bills a token a char)."""
     chars = others = 0
     stack = [payload]
     while stack:
@@ -258,9 +255,8 @@ class Budget:
 
     def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *, refuse: bool = True,
              alone_at_estimate: bool = False, instead_of: tuple[int, float] = (0, 0.0)) -> tuple[int, float]:
-        """Reserve a call of ``estimate`` tokens at the learned ratio, or :data:`MAX_TOKEN_SCALE` before one.
-        ``alone_at_estimate``: with nothing else held, a model's first call that fits goes through, holding the clamp.
-        ``instead_of``: room held ahead for this call (:meth:`TaskMeter.last_call`), given back under the lock."""
+        """Reserve a call of ``estimate`` tokens at the learned ratio, or :data:`MAX_TOKEN_SCALE` before one (a
+        model's first, ``alone_at_estimate``, at its estimate); ``instead_of``: room held for it ahead (last_call)."""
         with self._lock:
             self.reserved = max(0, self.reserved - instead_of[0])
             self.reserved_usd = max(0.0, self.reserved_usd - instead_of[1])
@@ -314,7 +310,6 @@ class Budget:
         return tokens, cost
 
     def _over(self, unit: Literal["tokens", "usd"], why: str) -> BudgetExceeded:
-        """The shared budget's ``unit`` limit refusing, ``why`` in words."""
         if unit == "tokens":
             return BudgetExceeded(f"the shared token budget {why}", limit=self.max_tokens, spent=self.tokens, unit=unit)
         return BudgetExceeded(f"the shared budget {why}", limit=self.max_usd, spent=self.usd, unit=unit)
@@ -326,8 +321,7 @@ class Budget:
             self.reserved_usd = max(0.0, self.reserved_usd - usd)
 
     def learn(self, model_name: str | None, estimated: int, charged_input: Any) -> None:
-        """Scale later reservations for ``model_name`` by charged / ``estimated`` input tokens
-        (:func:`learned_scale`). The ratio only rises: a light prompt never lowers what a dense one showed."""
+        """Scale later reservations for ``model_name`` by charged / ``estimated`` input tokens; the ratio only rises."""
         charged = token_count(charged_input)
         # An unnamed model cannot be told from another unnamed one: it stays at the clamp.
         if estimated <= 0 or charged <= 0 or not model_name:
@@ -880,22 +874,17 @@ register_configure_hook(_METER_IN_FORCE, inheritable=True)
 
 
 def keep_child_exits() -> None:
-    """Make a ``SystemExit`` (not a signal handler's), ``KeyboardInterrupt`` (no Ctrl-C's) or ``GeneratorExit`` in
-    an asyncio task made where a child runs a :class:`ChildExit` (asyncio would end the parent's run with the first
-    two, close the awaiting chain with the last), in the loop's task factory: the one place every task passes."""
+    """Make a ``SystemExit`` (not a signal handler's), ``KeyboardInterrupt`` (no Ctrl-C) or ``GeneratorExit`` in a
+    child's asyncio task a :class:`ChildExit` (asyncio would end the parent's run, or close the awaiting chain)."""
     loop = asyncio.get_running_loop()
-    if not isinstance(loop.get_task_factory(), _ExitsKept):
-        loop.set_task_factory(_ExitsKept(loop.get_task_factory()))
+    if getattr(factory := loop.get_task_factory(), "func", None) is not _exits_kept:
+        loop.set_task_factory(functools.partial(_exits_kept, factory))
 
 
-class _ExitsKept:  # a loop's task factory: see keep_child_exits
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def __call__(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future[Any]:
-        if _TASK_METER.get() is not None and asyncio.iscoroutine(coro):
-            coro = _exit_kept(coro)
-        return self.inner(loop, coro, **kwargs) if self.inner else asyncio.Task(coro, loop=loop, **kwargs)
+def _exits_kept(inner: Any, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future[Any]:
+    if _TASK_METER.get() is not None and asyncio.iscoroutine(coro):
+        coro = _exit_kept(coro)
+    return inner(loop, coro, **kwargs) if inner else asyncio.Task(coro, loop=loop, **kwargs)
 
 
 async def _exit_kept(coro: Awaitable[Any]) -> Any:
@@ -1238,9 +1227,8 @@ def cut_short_note(stop: SubagentError) -> str:
 
 
 class WrapUp(ModelCallPlan, AgentMiddleware):
-    """Limits end a task with an answer: in every built child with tools, the limits line from its second call on;
-    on the last call a limit allows (:meth:`TaskMeter.last_call`), no tools, :data:`WRAP_UP_PROMPT` added and the
-    reply's tool calls dropped (the task is ``partial``). Budgets keep room for this wrap-up."""
+    """Limits end a task with an answer (docs/ledger-and-budgets.md): the limits line from a child's second call on,
+    and on the last call a limit allows (:meth:`TaskMeter.last_call`) no tools, :data:`WRAP_UP_PROMPT` added."""
 
     child_policy = ChildPolicy(model_call_only=True, keeps_model=True)
 
