@@ -49,6 +49,7 @@ PriceTable = Mapping[str, tuple[float, float]]
 """Model name -> (USD per million input tokens, USD per million output tokens)."""
 
 MAX_REPORTED_TOKENS = 10**15  # the most one reported count is taken for: past any limit, exact as a float
+PROMPT_EXTRAS = ("tools", "functions", "response_format")  # sent beside the messages, billed as input
 
 
 def token_count(value: Any) -> int:
@@ -92,6 +93,7 @@ def cost_at(priced: tuple[str, tuple[float, float]] | None, input_tokens: Any, o
 
 _PROVIDER_PREFIX = re.compile(r"^[a-z][a-z0-9_-]*[:/]")  # openai:gpt-4.1, openai/gpt-4.1
 _DATE_STAMP = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")  # gpt-4.1-2025-04-14, claude-3-5-haiku-20241022
+_SNAPSHOT = re.compile(r"\d{4}(?:-?\d{2}-?\d{2})?")  # 0613, 20241022, 2024-05-13: never 5 (claude-sonnet-4-5)
 
 
 def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[float, float]] | None:
@@ -118,9 +120,6 @@ def _refines(sent: str, name: str) -> bool:
     bare_sent, bare = _PROVIDER_PREFIX.sub("", sent), _PROVIDER_PREFIX.sub("", name)
     pairs = ((sent, name), (bare_sent, name), (sent, bare))
     return any(b.startswith(f"{a}-") and _SNAPSHOT.fullmatch(b[len(a) + 1:]) is not None for a, b in pairs)
-
-
-_SNAPSHOT = re.compile(r"\d{4}(?:-?\d{2}-?\d{2})?")  # 0613, 20241022, 2024-05-13: never 5 (claude-sonnet-4-5)
 
 
 def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, tuple[float, float]] | None,
@@ -190,9 +189,6 @@ def estimate_tokens(payload: Any) -> int:
     return chars // 4 + others + 1
 
 
-PROMPT_EXTRAS = ("tools", "functions", "response_format")  # sent beside the messages, billed as input
-
-
 def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
     """A guess of a call's prompt as billed: the messages, plus the tool schemas and response format in
     its ``invocation_params`` (billed on every call; with many tools, more than the conversation)."""
@@ -208,7 +204,6 @@ def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
 
 
 MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 16.0  # tokenizers differ this much; a hostile report moves no further
-
 LEARNED_SCALE_MARGIN = 1.1  # a ratio learned on a short prompt understates a long one's by up to ~10%
 
 
@@ -388,12 +383,12 @@ class Budget:
 # The interpreter's messages for a GeneratorExit that a coroutine or generator did not let end it.
 _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generator ignored GeneratorExit",
                                      "async generator ignored GeneratorExit"})
-
 _RAISED_BY = "_subagents_raised_by"  # the meter a stop was raised by (TaskMeter._raising), kept on the stop
-
 COUNTS = ("model_calls", "input_tokens", "output_tokens", "charged_input_tokens", "charged_output_tokens")
-
 STALL_NOTE_S = 0.5  # How far past its deadline a task must run before its timeout says what held it.
+DEFAULT_WRAP_UP_SHARE = 0.15  # the share of timeout_s left that makes the next call the wrap-up (9s of 60s)
+PROGRESS_INPUT_CHARS = 80  # the longest tool argument a progress event names
+log = logging.getLogger(__name__)
 
 
 def _not_a_meter_stop(record: logging.LogRecord) -> bool:
@@ -1159,10 +1154,6 @@ class TranscriptRecorder(BaseCallbackHandler):
         return self.sink.end(self.messages, cancelled=cancelled)
 
 
-log = logging.getLogger(__name__)
-PROGRESS_INPUT_CHARS = 80
-
-
 def meter_for(sink: TranscriptSink | None) -> TaskMeter:
     """A task's one callback handler: a :class:`RecordingMeter` feeding ``sink`` when it records, else a meter."""
     return TaskMeter() if sink is None or not sink.records else RecordingMeter(TranscriptRecorder(sink))
@@ -1188,9 +1179,6 @@ class RecordingMeter(TaskMeter):
             event(*args, run_id=run_id)
         except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
             log.warning("transcript recorder failed on a model %s: %r", what, exc)
-
-
-DEFAULT_WRAP_UP_SHARE = 0.15  # the share of timeout_s left that makes the next call the wrap-up (9s of 60s)
 
 
 def _wrap_up_setting(value: Any) -> bool | float:
