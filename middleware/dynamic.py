@@ -1,9 +1,5 @@
-"""The ``create_subagent`` tool (``dynamic_subagents=True``): the parent defines a specialist at run time.
-
-From the parent's next model call on, the new agent is listed in ``<available_agents>``; the definition is kept
-in the parent's state. A refused request is an error result naming the rule; every request leaves a record.
-Parallel calls in one message are judged in order, each seeing the ones before it.
-"""
+"""The ``create_subagent`` tool (``dynamic_subagents=True``): the parent defines a specialist at run time
+(docs/delegation-modes.md)."""
 
 from __future__ import annotations
 
@@ -130,9 +126,8 @@ class DynamicSubagents:
         made = next((m for m in reversed(list(runtime.state.get("messages") or ())) if isinstance(m, AIMessage)
                      and runtime.tool_call_id in [c.get("id") for c in m.tool_calls]), None)  # this call's message
         calls = made.tool_calls if made is not None else []
-        for call in calls[: [c.get("id") for c in calls].index(runtime.tool_call_id) if calls else 0]:
-            if call.get("name") != "create_subagent":
-                continue
+        earlier = calls[: [c.get("id") for c in calls].index(runtime.tool_call_id) if calls else 0]
+        for call in (c for c in earlier if c.get("name") == "create_subagent"):
             try:
                 definition = self._check(call.get("args") or {}, existing, runtime)
             except Exception:  # noqa: BLE001 - a refused sibling adds nothing

@@ -1,11 +1,5 @@
-"""What a turn's tool calls must and may be, each rule reading the turn since the last user message.
-
-Forced delegation: the first model call of each turn must call ``task`` (offered with only the allowed agents);
-later calls are free. Mechanisms: ``"tool_choice"`` names ``task``; ``"required"``: ``tool_choice="required"``,
-``task`` the only tool; ``"response_format"``, for servers that ignore both (llama.cpp's): a JSON schema of
-``task``'s arguments, the reply turned into a ``task`` call (one cut at the token limit is closed and used);
-``"auto"`` (the default): ``tool_choice`` first, then ``response_format`` from a reply without a ``task`` call on.
-"""
+"""What a turn's tool calls must and may be, each rule reading the turn since the last user message (forced
+delegation and its mechanisms: docs/local-models.md)."""
 
 from __future__ import annotations
 
@@ -58,12 +52,8 @@ def is_notice(message: object) -> bool:
 
 
 class DelegationLimit:
-    """Counts the parent's delegations (``task`` calls, background starts) since the last user message:
-    past ``max_delegations`` each is refused with an error and the tools are withdrawn for the run.
-
-    Args:
-        max_delegations: delegations allowed per run (``None``: no cap).
-    """
+    """Counts the parent's delegations (``task`` calls, background starts) since the last user message: past
+    ``max_delegations`` (``None``: no cap) each is refused with an error and the tools are withdrawn for the run."""
 
     starting = frozenset({TASK_TOOL_NAME, START_TOOL_NAME, RETRY_TOOL_NAME})  # start a child run: withdrawn
     tool_names = starting | {FOLLOW_UP_TOOL_NAME}
@@ -84,9 +74,8 @@ class DelegationLimit:
 
     def withdrawn_when_exhausted(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
         """The model request, without the delegation tool once the run is out of delegations."""
-        if not self.exhausted(request.messages):
-            return request
-        return request.override(tools=[t for t in request.tools if getattr(t, "name", None) not in self.starting])
+        return request.override(tools=[t for t in request.tools if getattr(t, "name", None) not in self.starting]) \
+            if self.exhausted(request.messages) else request
 
     def refusal(self, messages: Sequence[AnyMessage], tool_call_id: str | None) -> str | None:
         """Why this call may not delegate, or ``None`` if it may."""
@@ -120,15 +109,9 @@ VERBATIM_CALL_PROMPT = ("Delegate now: reply only with the JSON arguments of one
 
 
 class ForceDelegation(BaseModel):
-    """How the first model call of each turn is made to delegate.
-
-    Args:
-        agent: the subagent that call must use (``None``: any).
-        mechanism: see the module documentation.
-        description_max_chars: ``maxLength`` of the description in the forced call's schema (``None``: unbounded).
-        description: ``"model"`` writes it; ``"verbatim"``: the model only picks the agent, and the child gets the
-            user's last message.
-    """
+    """How the first model call of each turn is made to delegate (docs/local-models.md): to ``agent`` (``None``:
+    any), by ``mechanism``; ``description_max_chars`` bounds the forced call's description, ``"verbatim"`` gives the
+    child the user's last message (the model only picks the agent)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -145,10 +128,8 @@ def coerce_force_delegation(value: ForceSetting) -> ForceDelegation | None:
     """``True``: any agent; a string: that agent; a dict or :class:`ForceDelegation`; falsy: off."""
     if value is None or value is False:
         return None
-    if value is True:
-        return ForceDelegation()
-    if isinstance(value, str):
-        return ForceDelegation(agent=value)
+    if value is True or isinstance(value, str):
+        return ForceDelegation(agent=None if value is True else value)
     if isinstance(value, ForceDelegation):
         return value
     if isinstance(value, Mapping):
@@ -172,22 +153,16 @@ class ForcedDelegation:
         self.allowed = [setting.agent] if setting.agent is not None else list(names)
         self.detected: Mechanism | None = None  # What auto found works, once it has found out.
 
-    def applies(self, request: ModelRequest[ContextT]) -> bool:
-        """The first call of the turn, with ``task`` offered (not withdrawn by a limit)."""
-        offered = any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
-        return offered and is_first_call_of_turn(request.messages)
-
     def plan(self, request: ModelRequest[ContextT]
              ) -> Generator[Any, ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
-        """The parent's model call, forced where it :meth:`applies` (a plan for :mod:`subagents.plans`; a step that
-        is a function is work to do off the event loop)."""
-        if not self.applies(request):
+        """The parent's model call, forced on the turn's first with ``task`` offered (not withdrawn by a limit): a plan
+        for :mod:`subagents.plans` (a step that is a function is work to do off the event loop)."""
+        if not (any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
+                and is_first_call_of_turn(request.messages)):
             return (yield request)
         # In ``auto`` mode, a server that says it parses no tool calls gets ``response_format`` at once.
         if self.setting.mechanism == "auto" and self.detected is None:
-            if probe_pending(request.model):
-                yield lambda: tool_calls_supported(request.model)  # the first use of a server asks it over HTTP
-            if tool_calls_supported(request.model) is False:
+            if (yield from probed(request.model)) is False:
                 self.detected = "response_format"
         mechanism = self.detected or self.setting.mechanism
         wasted: ModelCallResult[ResponseT] | None = None
@@ -349,13 +324,8 @@ ARGUMENTS_KEY = "arguments"
 
 
 class ForceToolUse(ModelCallPlan, AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
-    """The first model call of each turn calls one of ``tools`` (all offered tools by default).
-
-    Args:
-        tools: names of the tools the forced call may use (``None``: every tool offered on that call).
-        answer_with_result: end the turn on the forced call's tool result, without another model call (a small model
-            often restates it wrongly).
-    """
+    """The first model call of each turn calls one of ``tools`` (``None``: any offered); ``answer_with_result`` ends
+    the turn on its result, without another model call (a small model often restates it wrongly)."""
 
     def __init__(self, tools: Sequence[str] | None = None, *, answer_with_result: bool = False) -> None:
         super().__init__()
@@ -388,18 +358,13 @@ class ForceToolUse(ModelCallPlan, AgentMiddleware[AgentState[ResponseT], Context
         message = last_ai(response)
         if message is None or message.tool_calls:
             return response
-        call = _tool_call({s["name"]: s for s in specs}, closed_json(message.text))
-        return response if call is None else _calling(response, message, call)
-
-
-def _tool_call(specs: Mapping[str, Any], reply: object) -> ToolCall | None:
-    """The call of one of ``specs`` a JSON reply describes, or ``None``."""
-    if not isinstance(reply, Mapping):
-        return None
-    name, args = (reply.get(TOOL_KEY), reply.get(ARGUMENTS_KEY)) if len(specs) > 1 else (next(iter(specs)), reply)
-    if not isinstance(name, str) or name not in specs or not isinstance(args, Mapping):
-        return None
-    return {"name": name, "args": dict(args), "id": f"call_{uuid.uuid4().hex[:24]}", "type": "tool_call"}
+        if not isinstance(reply := closed_json(message.text), Mapping):
+            return response
+        name, args = (reply.get(TOOL_KEY), reply.get(ARGUMENTS_KEY)) if len(specs) > 1 else (specs[0]["name"], reply)
+        if not isinstance(name, str) or name not in {s["name"] for s in specs} or not isinstance(args, Mapping):
+            return response
+        return _calling(response, message, {"name": name, "args": dict(args), "id": f"call_{uuid.uuid4().hex[:24]}",
+                                            "type": "tool_call"})
 
 
 def forced_tool_schema(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -420,12 +385,8 @@ def forced_tool_schema(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 class ReturnChildAnswer(AgentMiddleware[AgentState[ResponseT], ContextT, ResponseT]):
-    """Ends a turn of one successful delegation on the child's answer, without another root model call
-    (which a small root model often uses to garble it). Anything else goes to the model as usual.
-
-    Args:
-        tool_names: the delegation tools whose answer may end the turn (``task`` by default).
-    """
+    """Ends a turn of one successful call of ``tool_names`` on the child's answer, without another root model call
+    (which a small root model often uses to garble it). Anything else goes to the model as usual."""
 
     def __init__(self, tool_names: Sequence[str] = (TASK_TOOL_NAME,)) -> None:
         super().__init__()
@@ -471,9 +432,11 @@ def tool_calls_supported(model: object) -> bool | None:
     return _known[url]
 
 
-def probe_pending(model: object) -> bool:
-    """Whether :func:`tool_calls_supported` would ask a server (so an async caller runs it off the loop)."""
-    return (url := base_url_of(model)) is not None and url not in _known
+def probed(model: object) -> Generator[Any, Any, bool | None]:
+    """:func:`tool_calls_supported` as a plan: a server's first use asks it over HTTP, in a step off the event loop."""
+    if (url := base_url_of(model)) is not None and url not in _known:
+        yield lambda: tool_calls_supported(model)
+    return tool_calls_supported(model)
 
 
 def warn_if_no_tool_calls(model: object) -> None:

@@ -1,9 +1,5 @@
-"""A cap on the root's own model calls in one run (:class:`RootTurnLimit`), and the shared budget on them.
-
-The cap ends the run with a final AI message naming it (as ``ModelCallLimitMiddleware(exit_behavior="end")``
-does) rather than at LangGraph's recursion limit, counting in ``wrap_model_call`` (a ``before_model`` hook is a
-node and a checkpoint more) in LangChain's ``run_model_call_count``, an ``UntrackedValue`` reset every run.
-"""
+"""A cap on the root's own model calls in one run (:class:`RootTurnLimit`; docs/local-models.md), and the shared
+budget on them. Counted in ``wrap_model_call``: a ``before_model`` hook is a node and a checkpoint more."""
 
 from __future__ import annotations
 
@@ -39,12 +35,8 @@ class RootTurnLimitState(AgentState[ResponseT]):
 
 
 class RootTurnLimit(ModelCallPlan, AgentMiddleware[RootTurnLimitState, ContextT, ResponseT]):
-    """Ends the root's run, with a final AI message saying why, once it has made ``max_root_turns`` model calls.
-
-    Counted per ``invoke`` and per resume; a call an outer middleware retries counts once. The call past the
-    limit is not made: its reply is the limit's message, signed ``name`` as the model's are.
-    Example: ``create_agent(model, tools, middleware=[RootTurnLimit(50)])``.
-    """
+    """Ends the root's run, with a final AI message saying why (signed ``name``), instead of its model call once it
+    has made ``max_root_turns``, counted per ``invoke`` and per resume: ``middleware=[RootTurnLimit(50)]``."""
 
     state_schema = RootTurnLimitState
 
@@ -95,8 +87,7 @@ class RootBudget:
             None, str(refused)))])
 
     def in_tools(self) -> contextlib.AbstractContextManager[None]:
-        """Around a root tool call: the run's meter counts every model call the tool makes, those given
-        callbacks of their own included (which would drop it); nothing where the graph runs unmetered."""
+        """Around a root tool call: the run's meter counts its model calls, those with callbacks of their own too."""
         meter = run_meter_in(get_config(), self.budget)  # the tool node's: the run's meter is inherited there
         return contextlib.nullcontext() if meter is None else metered_in_tools(meter)
 

@@ -1,9 +1,5 @@
-"""A failed child reads as failed on LangGraph's v3 event stream.
-
-``stream_events(version="v3")`` takes a child run's end status from the parent's ``tools`` task that spawned it,
-which a failing child never fails: :class:`ChildFailureTransformer` puts the child's error on that task's result
-event before LangGraph's projections read it.
-"""
+"""A failed child reads as failed on ``stream_events(version="v3")``, which takes a child run's end status from the
+parent's ``tools`` task that spawned it (a failing child never fails it)."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ EVENT_TYPE = "subagent_task"
 
 
 class ChildFailureTransformer(StreamTransformer):
-    """Marks the parent task's result (with no error of its own) failed, with the child's error."""
+    """Puts the child's error on the parent task's result event (with none of its own) before LangGraph reads it."""
 
     before_builtins: ClassVar[bool] = True
     required_stream_modes: ClassVar[tuple[str, ...]] = ("custom", "tasks")

@@ -1,7 +1,5 @@
-"""``SubAgentMiddleware``: the ``task`` tool, in any ``create_agent`` graph. Children inherit the parent's model and
-tools unless their spec names others; a child is built once, so a parent that switches models mid-run should pass
-``model=``. The ledger ``subagent_tasks`` holds one record per delegation, an invalid call included; shared keys
-are written back by the rule in :mod:`subagents.boundary`."""
+"""``SubAgentMiddleware``: the ``task`` tool, in any ``create_agent`` graph (docs/specs.md,
+docs/ledger-and-budgets.md)."""
 
 import asyncio
 import dataclasses
@@ -35,9 +33,8 @@ from middleware.limits import (
     ForcedDelegation,
     coerce_force_delegation,
     is_notice,
-    probe_pending,
+    probed,
     refused_outcome,
-    tool_calls_supported,
     warn_if_no_tool_calls,
 )
 from middleware.root_turn_limit import GraphT, RootBudget
@@ -94,12 +91,8 @@ class ParentModel:
         self._seen_state_id: int | None = None
 
     def observe(self, request: ModelRequest[ContextT]) -> None:
-        if self.given is not None:
-            return
-        state_id = id(request.state)
-        if state_id != self._seen_state_id or self._seen is None:
-            self._seen_state_id = state_id
-            self._seen = request.model
+        if self.given is None and (id(request.state) != self._seen_state_id or self._seen is None):
+            self._seen_state_id, self._seen = id(request.state), request.model
 
     @property
     def model(self) -> BaseChatModel | str | None:
@@ -107,28 +100,17 @@ class ParentModel:
 
 
 class SubAgentMiddleware(AgentMiddleware):
-    """Adds the ``task`` tool and lists the subagents in the system prompt.
+    """Adds the ``task`` tool and lists the subagents in the system prompt (docs/specs.md, docs/migrating.md).
 
-    Args:
-        subagents: specs (:class:`subagents.SubagentSpec`, :class:`subagents.CompiledSubagent` or dicts).
-        model, tools: what children inherit; default: the parent's.
-        model_middleware: the parent's middleware (the same list given to ``create_agent``: LangChain exposes
-            no way to read it), the floor every child is built under: its approvals, ``PIIMiddleware`` and
-            ``ChildPolicy(inherited="every")`` reach every child, its fallback, retry and router middleware
-            the children inheriting its model. Not given while children take the parent's tools: a
-            :class:`~subagents.errors.ParentPolicyNotInherited` warning (``[]`` says it has none).
-        private_state_keys: the parent's private keys, which never cross the boundary.
-        system_prompt: text placed before the ``<available_agents>`` block.
-        budget: a :class:`subagents.Budget` covering this agent's model calls and every child's (another root
-            middleware's too when the graph runs through :meth:`metered`); replaces ``settings.limits.budget``.
-        task_description: the ``task`` tool's description (``{available_agents}`` becomes the listing).
-        backend: deepagents' required argument, kept as ``self.backend`` and not used, as in deepagents.
-        state_schema: a ``TypedDict`` whose keys declarative children get, as deepagents forwards it.
-        settings: the :class:`subagents.settings.DelegationSettings` everything else comes from.
-
-    With ``stream_mode="custom"`` the parent's stream carries ``{"type": "subagent_task", "task_id",
-    "tool_call_id", "agent_type", "status", ...}`` as each task starts, pauses and ends; child events on the
-    ``messages`` stream carry ``subagent_task_id`` and ``subagent_tool_call_id`` in their metadata.
+    ``model``, ``tools``: what children inherit (default: the parent's; a child is built once, so a parent switching
+    models mid-run passes ``model=``). ``model_middleware``: the parent's, as given to ``create_agent`` (LangChain
+    exposes no way to read it), the floor every child is built under (docs/approvals.md); not given while children
+    take the parent's tools, a :class:`~subagents.errors.ParentPolicyNotInherited` warning (``[]``: it has none).
+    ``private_state_keys`` never cross the boundary; ``system_prompt`` precedes ``<available_agents>``, which
+    ``{available_agents}`` in ``task_description`` becomes. ``budget``: a :class:`subagents.Budget` on this agent's
+    model calls and every child's (another root middleware's under :meth:`metered`), replacing
+    ``settings.limits.budget``; ``settings`` gives the rest. ``backend`` and ``state_schema`` are deepagents'.
+    Stream events: docs/transcripts-and-streaming.md.
     """
 
     state_schema = SubagentLedgerState
@@ -193,8 +175,7 @@ class SubAgentMiddleware(AgentMiddleware):
             self.state_schema = self.dynamic.state_schema
 
     def metered(self, graph: GraphT) -> GraphT:
-        """``graph`` (the one this middleware is part of) run so that ``budget`` also counts the model calls
-        another root middleware makes (a summariser's); ``graph`` itself without a budget."""
+        """``graph`` (this middleware's) run so that ``budget`` counts another root middleware's own model calls too."""
         return graph if self.root_budget is None else self.root_budget.metered(graph)
 
     @property
@@ -211,12 +192,18 @@ class SubAgentMiddleware(AgentMiddleware):
         def plan(runtime: ToolRuntime, call: TaskCall) -> Generator[Any, Any, Command]:  # type: ignore[type-arg]
             """Each step: a function, its async twin, their arguments."""
             try:
-                outcome = self._refused(call) or (yield self.runner.run, self.runner.arun, call)
+                limit, messages = self.delegation_limit, call.parent_state.get("messages", ())
+                reason = limit.refusal(messages, call.tool_call_id) if limit is not None else None
+                outcome = refused_outcome(call, reason) if reason is not None else \
+                    (yield self.runner.run, self.runner.arun, call)
             except GraphBubbleUp:
                 raise
             except Exception as exc:  # noqa: BLE001 - the runner never raises; belt and braces
-                outcome = _crashed(call, exc)
-            return outcome_command(runtime, outcome, writes, (yield writes.stored, writes.astored, runtime, outcome))
+                record = invalid_call_record(TASK_TOOL_NAME, call.tool_call_id or "", safe_text(exc),
+                                             call.subagent_type)
+                record.update(stop_reason="error", description=call.description)
+                outcome = TaskOutcome(record, error=f"{type(exc).__name__}: {safe_text(exc)}")
+            return outcome_command(runtime, outcome, writes, (yield from writes.stored(runtime, outcome)))
 
         def task(description: str, subagent_type: str, runtime: ToolRuntime,
                  output_schema: Any = None) -> Command:  # type: ignore[type-arg]
@@ -236,20 +223,13 @@ class SubAgentMiddleware(AgentMiddleware):
         return TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
                                      parent_tools=self._tools, output_schema=output_schema)
 
-    def _refused(self, call: TaskCall) -> TaskOutcome | None:
-        if self.delegation_limit is None:
-            return None
-        reason = self.delegation_limit.refusal(call.parent_state.get("messages", ()), call.tool_call_id)
-        return None if reason is None else refused_outcome(call, reason)
-
     # -- a turn after a stopped run: its open calls answered, in the model's own step (a ``before_agent`` node
     # would be a step and a checkpoint more in every run).
 
     def _at_start(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall],
                   saved: Sequence[CheckpointTuple]) -> tuple[ModelRequest[ContextT], dict[str, Any]]:
-        """At a run's first model call: the request with the ``calls`` a stopped run left open answered (what
-        finished keeps its answer, the rest but the background tools' is lost) and the state update that keeps
-        them; else a ledger the thread stopped writing touched (``touch_if_quiet``)."""
+        """At a run's first model call: the request with the ``calls`` a stopped run left open answered
+        (:func:`answer_open_calls`) and the update keeping them; else a quiet ledger touched (``touch_if_quiet``)."""
         state = request.state
         messages = state.get("messages") or ()
         if not messages or not isinstance(messages[-1], HumanMessage):
@@ -298,16 +278,13 @@ class SubAgentMiddleware(AgentMiddleware):
         return await adrive(plan, lambda step: asyncio.to_thread(step) if callable(step) else handler(step))
 
     def _plan(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall], saved: Sequence[CheckpointTuple], *,
-              watch: bool) -> Generator[Any, Any, ModelCallResult[ResponseT]]:
+              watch: bool, budgeted: bool = False) -> Generator[Any, Any, ModelCallResult[ResponseT]]:
         """The parent's model call, under the shared budget if any (it covers the parent's own calls too): a step
         that is a function is work to do off the event loop, any other the request to send."""
-        if self.root_budget is not None:
-            return (yield from self.root_budget.plan(request, lambda r: self._call_plan(r, calls, saved, watch)))
-        return (yield from self._call_plan(request, calls, saved, watch))
-
-    def _call_plan(self, request: ModelRequest[ContextT], calls: Sequence[ToolCall], saved: Sequence[CheckpointTuple],
-                   watch: bool) -> Generator[Any, Any, ModelCallResult[ResponseT]]:
-        """The request with open calls answered, the cap applied and the prompt block added, sent."""
+        if self.root_budget is not None and not budgeted:  # its plan makes the call by this one, ``budgeted``
+            return (yield from self.root_budget.plan(request, lambda r: self._plan(r, calls, saved, watch=watch,
+                                                                                    budgeted=True)))
+        # The request with open calls answered, the cap applied and the prompt block added, sent.
         request, update = self._at_start(request, calls, saved)
         self.parent_model.observe(request)
         if self.delegation_limit is not None:
@@ -317,8 +294,7 @@ class SubAgentMiddleware(AgentMiddleware):
         # Served: the model may call ``task`` here (a limit may have withdrawn it) and its server could say it cannot.
         if self.forced is None and _names_a_server(request.model) and \
                 any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools):
-            if probe_pending(request.model):  # the first use of a server asks it over HTTP
-                yield lambda: tool_calls_supported(request.model)
+            yield from probed(request.model)
             warn_if_no_tool_calls(request.model)
         response = answered_response((yield from self.forced.plan(request)) if self.forced else (yield request),
                                      self._tool_names, LEDGER_KEY, as_record=ledger_entry)
@@ -340,8 +316,7 @@ def _with_update(response: ModelCallResult[ResponseT], update: dict[str, Any]) -
     if not update:
         return response
     if isinstance(response, ExtendedModelResponse):
-        command = response.command
-        model_response, written = response.model_response, dict((command.update if command else None) or {})
+        model_response, written = response.model_response, dict(getattr(response.command, "update", None) or {})
     elif isinstance(response, ModelResponse):
         model_response, written = response, {}
     else:
@@ -483,19 +458,12 @@ def parent_floor(owner: str, model_middleware: Sequence[AgentMiddleware] | None,
     return ()
 
 
-def _crashed(call: TaskCall, exc: BaseException) -> TaskOutcome:
-    record = invalid_call_record(TASK_TOOL_NAME, call.tool_call_id or "", safe_text(exc), call.subagent_type)
-    record.update(stop_reason="error", description=call.description)
-    return TaskOutcome(record, error=f"{type(exc).__name__}: {safe_text(exc)}")
-
-
 _METERED: dict[type[SubAgentMiddleware], type[SubAgentMiddleware]] = {}
 
 
 def _tools_metered(cls: type[SubAgentMiddleware]) -> type[SubAgentMiddleware]:
-    """``cls`` (same name) with the run's meter in force around each root tool call (:meth:`RootBudget.in_tools`),
-    so a tool's model call with callbacks of its own is counted still. Only where there is a budget: LangChain
-    runs a ``wrap_tool_call`` hook, in a LangSmith span, around every tool call. ``cls``'s own wrap runs inside."""
+    """``cls`` (same name) with :meth:`RootBudget.in_tools` around each root tool call, ``cls``'s own wrap inside. Only
+    where there is a budget: LangChain runs a ``wrap_tool_call`` hook, in a LangSmith span, around every tool call."""
     # Either defined, LangChain calls both paths' (the one not defined raising): so does the wrap here.
     own = cls.wrap_tool_call is not AgentMiddleware.wrap_tool_call or \
         cls.awrap_tool_call is not AgentMiddleware.awrap_tool_call

@@ -7,7 +7,7 @@ import collections
 import threading
 import typing
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, cast
 from xml.sax.saxutils import escape
 
@@ -17,7 +17,6 @@ from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt.tool_node import ToolInvocationError
@@ -225,21 +224,21 @@ class SiblingWrites:
         self._groups: collections.OrderedDict[str, dict[str, dict[str, Any]]] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    def stored(self, runtime: ToolRuntime, outcome: TaskOutcome) -> StoredWrites:
-        """The step's pending writes, when this outcome has changes to try against siblings' (else none)."""
-        where = _step_checkpoint(runtime, outcome)
-        try:
-            return () if where is None else _pending(where[0].get_tuple(where[1]))
-        except BaseException as exc:  # noqa: BLE001 - unreadable: the siblings known in this process still count
-            if is_real_cancellation(exc):
-                raise
+    def stored(self, runtime: ToolRuntime, outcome: TaskOutcome) -> Generator[Any, Any, StoredWrites]:
+        """The step's pending writes, if this outcome has changes to try against siblings': a plan whose one step
+        reads the checkpoint this step runs from (a function, its async twin, its argument)."""
+        if not outcome.changes:
             return ()
-
-    async def astored(self, runtime: ToolRuntime, outcome: TaskOutcome) -> StoredWrites:
-        where = _step_checkpoint(runtime, outcome)
+        saver = ((runtime.config or {}).get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
+        info = runtime.execution_info
+        if saver is None or info is None or not _group_of(runtime.state, runtime.tool_call_id)[1]:
+            return ()
+        where = {CONF: {"thread_id": info.thread_id, "checkpoint_id": info.checkpoint_id,
+                        "checkpoint_ns": graph_namespace(info.checkpoint_ns, info.task_id)}}
         try:
-            return () if where is None else _pending(await where[0].aget_tuple(where[1]))
-        except BaseException as exc:  # noqa: BLE001
+            writes = getattr((yield saver.get_tuple, saver.aget_tuple, where), "pending_writes", None) or ()
+            return tuple(w for w in writes if isinstance(w, tuple) and len(w) == 3)  # others are not siblings'
+        except BaseException as exc:  # noqa: BLE001 - unreadable: the siblings known in this process still count
             if is_real_cancellation(exc):
                 raise
             return ()
@@ -275,25 +274,6 @@ class SiblingWrites:
                 raise
             why = f"could not be written back ({type(exc).__name__})"
             return {}, {safe_text(key, 200): why for key in list(outcome.changes)[:100]}
-
-
-def _pending(found: object) -> StoredWrites:
-    """Well-formed ``(task id, channel, value)`` pending writes of a checkpoint tuple; others are not siblings'."""
-    writes = getattr(found, "pending_writes", None) or ()
-    return tuple(w for w in writes if isinstance(w, tuple) and len(w) == 3)
-
-
-def _step_checkpoint(runtime: ToolRuntime, outcome: TaskOutcome
-                     ) -> tuple[BaseCheckpointSaver[str], RunnableConfig] | None:
-    """The checkpointer and the config of the checkpoint this step runs from, when a write-back needs them."""
-    if not outcome.changes:
-        return None
-    saver = ((runtime.config or {}).get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
-    info = runtime.execution_info
-    if saver is None or info is None or not _group_of(runtime.state, runtime.tool_call_id)[1]:
-        return None
-    return saver, {CONF: {"thread_id": info.thread_id, "checkpoint_id": info.checkpoint_id,
-                          "checkpoint_ns": graph_namespace(info.checkpoint_ns, info.task_id)}}
 
 
 def _unseen(stored: StoredWrites, counted: set[str], own_task: str | None,
@@ -483,9 +463,12 @@ class RecordedTool(StructuredTool):
         if is_invalid_resume(exc) or not _model_call(call):
             raise exc  # not bad arguments from a model's tool call: the caller's to handle
         try:
+            def without_injected(value: Any) -> Any:
+                return {k: v for k, v in value.items() if k not in _INJECTED} if isinstance(value, dict) else value
+
             raw = call.get("args")
-            args = {k: v for k, v in raw.items() if k not in _INJECTED} if isinstance(raw, dict) else {}
-            errors = [cast(ErrorDetails, {**e, "input": _without_injected(e.get("input"))}) for e in exc.errors()
+            args = without_injected(raw) if isinstance(raw, dict) else {}
+            errors = [cast(ErrorDetails, {**e, "input": without_injected(e.get("input"))}) for e in exc.errors()
                       if not (e.get("loc") and e["loc"][0] in _INJECTED)]
             agent = args.get("subagent_type") if isinstance(args.get("subagent_type"), str) else None
             return self._refused(call, ToolInvocationError(self.name, exc, args, errors).message, agent)
@@ -504,10 +487,6 @@ class RecordedTool(StructuredTool):
 
 def _model_call(call: object) -> bool:
     return isinstance(call, dict) and call.get("type") == "tool_call" and bool(call.get("id"))
-
-
-def _without_injected(value: Any) -> Any:
-    return {k: v for k, v in value.items() if k not in _INJECTED} if isinstance(value, dict) else value
 
 
 def delegation_tool(func: Callable[..., Any], coroutine: Callable[..., Awaitable[Any]], name: str, description: str,

@@ -1,13 +1,10 @@
-"""A served parent's thread shows how its in-process background tasks ended, without waiting for its next run.
-
-A task that ends after the parent's run would read ``running`` until another run. So when it settles and no run
-is on the thread, its ledger records are refreshed and written with the server's ``update_state`` (a notify run,
-deepagents' way, would cost a model call). The notice announcing the task still comes at the next turn.
-"""
+"""A served parent's thread shows how its in-process background tasks ended without waiting for its next run: once
+idle, its ledger is written with ``update_state`` (a notify run, deepagents' way, would cost a model call)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -41,11 +38,9 @@ class ThreadCatchUp:
         self._client = self._client or in_process_client(timeout_s=30.0)
         if self._client is None:  # not served: the caller's next run reads the ledger
             return
-        try:
+        with contextlib.suppress(RuntimeClosed):
             self.tasks.runtime.spawn(self._catch_up(self._client, str(thread_id)))
-        except RuntimeClosed:
-            return
-        self._due.add(str(thread_id))
+            self._due.add(str(thread_id))
 
     async def _catch_up(self, client: LangGraphClient, thread_id: str) -> None:
         try:

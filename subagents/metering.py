@@ -49,6 +49,7 @@ PriceTable = Mapping[str, tuple[float, float]]
 """Model name -> (USD per million input tokens, USD per million output tokens)."""
 
 MAX_REPORTED_TOKENS = 10**15  # the most one reported count is taken for: past any limit, exact as a float
+PROMPT_EXTRAS = ("tools", "functions", "response_format")  # sent beside the messages, billed as input
 
 
 def token_count(value: Any) -> int:
@@ -92,14 +93,12 @@ def cost_at(priced: tuple[str, tuple[float, float]] | None, input_tokens: Any, o
 
 _PROVIDER_PREFIX = re.compile(r"^[a-z][a-z0-9_-]*[:/]")  # openai:gpt-4.1, openai/gpt-4.1
 _DATE_STAMP = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")  # gpt-4.1-2025-04-14, claude-3-5-haiku-20241022
+_SNAPSHOT = re.compile(r"\d{4}(?:-?\d{2}-?\d{2})?")  # 0613, 20241022, 2024-05-13: never 5 (claude-sonnet-4-5)
 
 
 def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[float, float]] | None:
-    """The price of a call to ``sent`` (as sent: after any fallback or router), ``(key, (input, output))`` or ``None``.
-
-    A key matches exactly, or with a provider prefix (``openai:``) or a date stamp (``-2025-04-14``) on one side
-    only; any other name (``o1-pro`` with only ``o1`` priced) has none. Of equal matches, the dearest is charged.
-    """
+    """The price of a call to ``sent`` (as sent: after any fallback or router), ``(key, (input, output))`` or
+    ``None``: names match as docs/ledger-and-budgets.md says; of equal matches, the dearest."""
     if not prices or not isinstance(sent, str) or not sent:
         return None
     if sent in prices:
@@ -117,29 +116,18 @@ def call_price(prices: PriceTable | None, sent: str | None) -> tuple[str, tuple[
 
 
 def _refines(sent: str, name: str) -> bool:
-    """Whether ``name`` is ``sent`` then ``-`` and a date stamp (``gpt-4-0613``; never ``gpt-4o-mini`` or
-    ``claude-sonnet-4-5``), a provider prefix off one side at most."""
+    """Whether ``name`` is ``sent`` then ``-`` and a date stamp (docs/ledger-and-budgets.md)."""
     bare_sent, bare = _PROVIDER_PREFIX.sub("", sent), _PROVIDER_PREFIX.sub("", name)
     pairs = ((sent, name), (bare_sent, name), (sent, bare))
     return any(b.startswith(f"{a}-") and _SNAPSHOT.fullmatch(b[len(a) + 1:]) is not None for a, b in pairs)
 
 
-_SNAPSHOT = re.compile(r"\d{4}(?:-?\d{2}-?\d{2})?")  # 0613, 20241022, 2024-05-13: never 5 (claude-sonnet-4-5)
-
-
 def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, tuple[float, float]] | None,
                 replied: str | None) -> tuple[str, tuple[float, float]] | None:
-    """``priced`` (the sent model's), or that of a priced snapshot the reply names (``gpt-4o`` answered as
-    ``gpt-4o-2024-05-13``); any other name a reply gives is ignored."""
+    """``priced`` (the sent model's), or that of a priced snapshot the reply names (:func:`_refines`), no other."""
     if not sent or not isinstance(replied, str) or not _refines(sent, replied):
         return priced
     return call_price(prices, replied) or priced
-
-
-def unknown_model_price(prices: PriceTable | None) -> tuple[str, tuple[float, float]] | None:
-    """The price of a call whose sent model is not known (its start unseen): the dearest, never less than it cost;
-    its reply's name is no price (a router's, a deployment's, another model's)."""
-    return max((prices or {}).items(), key=lambda item: sum(item[1]), default=None)
 
 
 def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
@@ -176,8 +164,7 @@ def run_prices(prices: Any, budget: Budget | None) -> dict[str, tuple[float, flo
 
 
 def estimate_tokens(payload: Any) -> int:
-    """A cheap upper-leaning guess of a prompt's tokens: four ASCII characters a token, and a token for
-    every other character (CJK text bills at one or more a character)."""
+    """A cheap upper-leaning guess of a prompt's tokens (docs/ledger-and-budgets.md: CJK bills a token a char)."""
     chars = others = 0
     stack = [payload]
     while stack:
@@ -202,9 +189,6 @@ def estimate_tokens(payload: Any) -> int:
     return chars // 4 + others + 1
 
 
-PROMPT_EXTRAS = ("tools", "functions", "response_format")  # sent beside the messages, billed as input
-
-
 def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
     """A guess of a call's prompt as billed: the messages, plus the tool schemas and response format in
     its ``invocation_params`` (billed on every call; with many tools, more than the conversation)."""
@@ -220,8 +204,16 @@ def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
 
 
 MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 16.0  # tokenizers differ this much; a hostile report moves no further
-
 LEARNED_SCALE_MARGIN = 1.1  # a ratio learned on a short prompt understates a long one's by up to ~10%
+
+
+def _amount(unit: str, value: Any) -> str:
+    """A token count or a dollar amount, as the limits' messages write it."""
+    return f"{value}" if unit == "tokens" else f"${value:.4f}"
+
+
+def _ratio(unit: str, spent: Any, limit: Any) -> str:
+    return f"{spent}/{limit} tokens" if unit == "tokens" else f"${spent:.4f}/${limit:.4f}"
 
 
 def learned_scale(estimated: int, charged: int) -> float:
@@ -235,12 +227,10 @@ class Budget:
 
     reserved: int  # held by running calls
     reserved_usd: float
-    # The smallest call refused, and the least room a child foresaw for a call and its wrap-up
+    # (tokens, usd): the smallest call refused, and the least room a child foresaw for a call and its wrap-up
     # (TaskMeter.last_call): once spending leaves less, the budget is spent for new work (spent_error).
-    _smallest_refused: int | None
-    _smallest_refused_usd: float | None
-    _foreseen: int | None
-    _foreseen_usd: float | None
+    _smallest_refused: list[float | None]
+    _foreseen: list[float | None]
 
     def __init__(self, *, max_tokens: int | None = None, max_usd: float | None = None,
                  prices: PriceTable | None = None) -> None:
@@ -260,9 +250,8 @@ class Budget:
 
     def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *, refuse: bool = True,
              alone_at_estimate: bool = False, instead_of: tuple[int, float] = (0, 0.0)) -> tuple[int, float]:
-        """Reserve a call of ``estimate`` tokens at the learned ratio, or :data:`MAX_TOKEN_SCALE` before one.
-        ``alone_at_estimate``: with nothing else held, a model's first call that fits goes through, holding the clamp.
-        ``instead_of``: room held ahead for this call (:meth:`TaskMeter.last_call`), given back under the lock."""
+        """Reserve a call of ``estimate`` tokens at the learned ratio, or :data:`MAX_TOKEN_SCALE` before one (a
+        model's first, ``alone_at_estimate``, at its estimate); ``instead_of``: room held for it ahead (last_call)."""
         with self._lock:
             self.reserved = max(0, self.reserved - instead_of[0])
             self.reserved_usd = max(0.0, self.reserved_usd - instead_of[1])
@@ -295,25 +284,27 @@ class Budget:
         with self._lock:
             return self._reserve(token_count(tokens), dollars(usd), refuse)
 
+    def _limits(self) -> tuple[tuple[Literal["tokens", "usd"], float | None, float, float], ...]:
+        """Each limit: its unit, its bound, what is spent and what running calls hold."""
+        return (("tokens", self.max_tokens, self.tokens, self.reserved),
+                ("usd", self.max_usd, self.usd, self.reserved_usd))
+
     def _reserve(self, tokens: int, cost: float, refuse: bool, remember: bool = True) -> tuple[int, float]:
         if refuse and (spent := self.spent_error()) is not None:
             raise spent
-        if refuse and self.max_tokens is not None and self.tokens + self.reserved + tokens > self.max_tokens:
-            if remember:
-                self._smallest_refused = min(self._smallest_refused or tokens, tokens)
-            raise self._over("tokens", f"cannot cover another call ({self.tokens} spent, {self.reserved} held by "
-                                       f"running calls, ~{tokens} more needed, limit {self.max_tokens})")
-        if refuse and self.max_usd is not None and self.usd + self.reserved_usd + cost > self.max_usd:
-            if remember:
-                self._smallest_refused_usd = min(self._smallest_refused_usd or cost, cost)
-            raise self._over("usd", f"cannot cover another call (${self.usd:.4f} spent, ${self.reserved_usd:.4f} "
-                                    f"held by running calls, ~${cost:.4f} more needed, limit ${self.max_usd:.4f})")
+        for i, (unit, limit, spent_now, held) in enumerate(self._limits() if refuse else ()):
+            need = (tokens, cost)[i]
+            if limit is not None and spent_now + held + need > limit:
+                if remember:
+                    self._smallest_refused[i] = min(self._smallest_refused[i] or need, need)
+                raise self._over(unit, f"cannot cover another call ({_amount(unit, spent_now)} spent, "
+                                       f"{_amount(unit, held)} held by running calls, ~{_amount(unit, need)} more "
+                                       f"needed, limit {_amount(unit, limit)})")
         self.reserved += tokens
         self.reserved_usd += cost
         return tokens, cost
 
     def _over(self, unit: Literal["tokens", "usd"], why: str) -> BudgetExceeded:
-        """The shared budget's ``unit`` limit refusing, ``why`` in words."""
         if unit == "tokens":
             return BudgetExceeded(f"the shared token budget {why}", limit=self.max_tokens, spent=self.tokens, unit=unit)
         return BudgetExceeded(f"the shared budget {why}", limit=self.max_usd, spent=self.usd, unit=unit)
@@ -325,8 +316,7 @@ class Budget:
             self.reserved_usd = max(0.0, self.reserved_usd - usd)
 
     def learn(self, model_name: str | None, estimated: int, charged_input: Any) -> None:
-        """Scale later reservations for ``model_name`` by charged / ``estimated`` input tokens
-        (:func:`learned_scale`). The ratio only rises: a light prompt never lowers what a dense one showed."""
+        """Scale later reservations for ``model_name`` by charged / ``estimated`` input tokens; the ratio only rises."""
         charged = token_count(charged_input)
         # An unnamed model cannot be told from another unnamed one: it stays at the clamp.
         if estimated <= 0 or charged <= 0 or not model_name:
@@ -338,26 +328,21 @@ class Budget:
     def foresee(self, tokens: int, usd: float) -> None:
         """A child found no room for a call and its wrap-up (``tokens``, ``usd``): see :meth:`spent_error`."""
         with self._lock:
-            self._foreseen = min(self._foreseen or tokens, tokens)
-            self._foreseen_usd = min(self._foreseen_usd or usd, usd) if usd else self._foreseen_usd
+            self._foreseen[0] = min(self._foreseen[0] or tokens, tokens)
+            self._foreseen[1] = min(self._foreseen[1] or usd, usd) if usd else self._foreseen[1]
 
     def spent_error(self, *, foreseen: bool = False) -> BudgetExceeded | None:
         """The :class:`BudgetExceeded` once the budget is spent, else ``None``; ``foreseen`` (new work, not a running
         child's call): also once what is left cannot cover the smallest call refused or a child's call and wrap-up."""
-        if self.max_tokens is not None and self.tokens >= self.max_tokens:
-            return self._over("tokens", f"is spent ({self.tokens}/{self.max_tokens} tokens)")
-        if self.max_usd is not None and self.usd >= self.max_usd:
-            return self._over("usd", f"is spent (${self.usd:.4f}/${self.max_usd:.4f})")
-        if not foreseen:  # a running child's call: refused only when it does not fit (_reserve)
-            return None
-        need = min((n for n in (self._smallest_refused, self._foreseen) if n is not None), default=None)
-        need_usd = min((n for n in (self._smallest_refused_usd, self._foreseen_usd) if n is not None), default=None)
-        if self.max_tokens is not None and need is not None and self.tokens + need > self.max_tokens:
-            return self._over("tokens", f"is spent ({self.tokens}/{self.max_tokens} tokens: too little is left for "
-                                        f"a call of ~{need})")
-        if self.max_usd is not None and need_usd is not None and self.usd + need_usd > self.max_usd:
-            return self._over("usd", f"is spent (${self.usd:.4f}/${self.max_usd:.4f}: too little is left for a "
-                                     f"call of ~${need_usd:.4f})")
+        limits = self._limits()
+        for unit, limit, spent, _ in limits:
+            if limit is not None and spent >= limit:
+                return self._over(unit, f"is spent ({_ratio(unit, spent, limit)})")
+        for i, (unit, limit, spent, _) in enumerate(limits if foreseen else ()):  # a running child's call: _reserve
+            need = min((n for n in (self._smallest_refused[i], self._foreseen[i]) if n is not None), default=None)
+            if limit is not None and need is not None and spent + need > limit:
+                return self._over(unit, f"is spent ({_ratio(unit, spent, limit)}: too little is left for a call of "
+                                        f"~{_amount(unit, need)})")
         return None
 
     def charge(self, model_name: str | None, input_tokens: Any, output_tokens: Any) -> float:
@@ -377,10 +362,9 @@ class Budget:
         """Hold ``need`` in place of ``held`` if what is left covers it, else name the limit it passes; under the
         lock, so no other call takes the room between."""
         with self._lock:
-            if self.max_tokens is not None and self.max_tokens - self.tokens - self.reserved + held[0] < need[0]:
-                return "tokens"
-            if self.max_usd is not None and self.max_usd - self.usd - self.reserved_usd + held[1] < need[1]:
-                return "usd"
+            for i, (unit, limit, spent, reserved) in enumerate(self._limits()):
+                if limit is not None and limit - spent - reserved + held[i] < need[i]:
+                    return unit
             self.reserved = max(0, self.reserved - held[0]) + need[0]
             self.reserved_usd = max(0.0, self.reserved_usd - held[1]) + need[1]
         return None
@@ -393,18 +377,18 @@ class Budget:
         with self._lock:
             self.tokens = self.reserved = 0
             self.usd = self.reserved_usd = 0.0
-            self._smallest_refused = self._smallest_refused_usd = self._foreseen = self._foreseen_usd = None
+            self._smallest_refused, self._foreseen = [None, None], [None, None]
 
 
 # The interpreter's messages for a GeneratorExit that a coroutine or generator did not let end it.
 _IGNORED_GENERATOR_EXIT = frozenset({"coroutine ignored GeneratorExit", "generator ignored GeneratorExit",
                                      "async generator ignored GeneratorExit"})
-
 _RAISED_BY = "_subagents_raised_by"  # the meter a stop was raised by (TaskMeter._raising), kept on the stop
-
 COUNTS = ("model_calls", "input_tokens", "output_tokens", "charged_input_tokens", "charged_output_tokens")
-
 STALL_NOTE_S = 0.5  # How far past its deadline a task must run before its timeout says what held it.
+DEFAULT_WRAP_UP_SHARE = 0.15  # the share of timeout_s left that makes the next call the wrap-up (9s of 60s)
+PROGRESS_INPUT_CHARS = 80  # the longest tool argument a progress event names
+log = logging.getLogger(__name__)
 
 
 def _not_a_meter_stop(record: logging.LogRecord) -> bool:
@@ -558,7 +542,7 @@ class TaskMeter(BaseCallbackHandler):
         estimate = token_count(estimate)
         # The wrap-up's prompt as its hold will estimate it: grown as since the last call, plus its instruction
         # (the unsent tool schemas stay in as slack).
-        grown = 2 * estimate - min(self._last_estimate or estimate, estimate) + _wrap_up_prompt_tokens()
+        grown = 2 * estimate - min(self._last_estimate or estimate, estimate) + _WRAP_UP_PROMPT_TOKENS
 
         def need_at(scale: float) -> tuple[int, float, int]:
             """This call and the next (its prompt grown as this one's did), both at ``scale``; this call's prompt."""
@@ -567,12 +551,10 @@ class TaskMeter(BaseCallbackHandler):
 
         # Its own limits at the ratio its calls showed, the budget's, or the margin (a first call).
         need, need_usd, _ = need_at(self._own_scale or learned or LEARNED_SCALE_MARGIN)
-        spent = self.charged_input_tokens + self.charged_output_tokens
         # Worded as the limit's own stop would be: a wrap-up with no answer ends the task as that stop did.
-        if self.max_tokens is not None and spent + need > self.max_tokens:
-            return self._over_own("tokens", spent, ", with the one more call it had room for")
-        if self.max_usd is not None and self.cost_usd + need_usd > self.max_usd:
-            return self._over_own("usd", self.cost_usd, ", with the one more call it had room for")
+        for (unit, limit, spent), needed in zip(self._own_limits(), (need, need_usd), strict=True):
+            if limit is not None and spent + needed > limit:
+                return self._over_own(unit, spent, ", with the one more call it had room for")
         if budget is not None:
             # Both calls as the budget will hold them: at the clamp before a ratio is learned.
             need, need_usd, now = need_at(learned or MAX_TOKEN_SCALE)
@@ -585,9 +567,9 @@ class TaskMeter(BaseCallbackHandler):
                     return None
             if learned is not None:  # at the clamp, they are no measure of what new work needs
                 budget.foresee(need, need_usd)
-            spent_then = (f"{budget.tokens} spent, limit {budget.max_tokens}" if short == "tokens"
-                          else f"${budget.usd:.4f} spent, limit ${budget.max_usd:.4f}")
-            return budget._over(short, f"cannot cover another call ({spent_then}; it had room for one more)")
+            _, limit, spent, _ = budget._limits()[short == "usd"]
+            return budget._over(short, f"cannot cover another call ({_amount(short, spent)} spent, limit "
+                                       f"{_amount(short, limit)}; it had room for one more)")
         return None
 
     def settled_usage(self) -> dict[str, Any]:
@@ -628,20 +610,21 @@ class TaskMeter(BaseCallbackHandler):
         # the next call is the wrap-up. Without a wrap-up, and after it, the limit refuses.
         if self._wrap_up_sent or self.wrap_up in (None, False) or \
                 (self.wrapped_up is None) is call:  # a call before the wrap-up was made, or a step after it
-            tokens = self.charged_input_tokens + self.charged_output_tokens
-            if self.max_tokens is not None and tokens >= self.max_tokens:
-                raise self._raising(self._over_own("tokens", tokens))
-            if self.max_usd is not None and self.cost_usd >= self.max_usd:
-                raise self._raising(self._over_own("usd", self.cost_usd))
+            for unit, limit, spent in self._own_limits():
+                if limit is not None and spent >= limit:
+                    raise self._raising(self._over_own(unit, spent))
         if self.refuses and self.budget is not None and (spent := self.budget.spent_error()) is not None:
             raise self._raising(spent)
 
+    def _own_limits(self, held: tuple[int, float] = (0, 0.0)) -> Iterator[tuple[Literal["tokens", "usd"], Any, Any]]:
+        """The task's own limits: each unit, its bound, and what is spent (with ``held``)."""
+        yield "tokens", self.max_tokens, self.charged_input_tokens + self.charged_output_tokens + held[0]
+        yield "usd", self.max_usd, self.cost_usd + held[1]
+
     def _over_own(self, unit: Literal["tokens", "usd"], spent: float, note: str = "") -> BudgetExceeded:
-        if unit == "tokens":
-            return BudgetExceeded(f"exceeded its max_tokens ({spent}/{self.max_tokens} tokens{note})",
-                                  limit=self.max_tokens, spent=spent, unit=unit)
-        return BudgetExceeded(f"exceeded its max_budget_per_run (${spent:.4f}/${self.max_usd:.4f}{note})",
-                              limit=self.max_usd, spent=spent, unit=unit)
+        limit, name = (self.max_tokens, "max_tokens") if unit == "tokens" else (self.max_usd, "max_budget_per_run")
+        return BudgetExceeded(f"exceeded its {name} ({_ratio(unit, spent, limit)}{note})", limit=limit, spent=spent,
+                              unit=unit)
 
     def _raising(self, error: SubagentError) -> SubagentError:
         """``error``, marked on itself as the meter's own (a tool it passes through, or a batch it refuses)."""
@@ -699,8 +682,12 @@ class TaskMeter(BaseCallbackHandler):
             self._tools[run_id] = (str(name or kwargs.get("name") or "a tool"), time.monotonic())
             if len(self._tools) > 64:  # calls whose end never came (a cancelled one): the oldest go
                 self._tools.pop(next(iter(self._tools)))
-        if self.on_progress is not None:
-            self._progress(name or kwargs.get("name"), _main_argument(kwargs.get("inputs")))
+        if self.on_progress is not None:  # named by its first text argument (a path, a command), cut short
+            inputs = kwargs.get("inputs")
+            text = next((" ".join(v.split()) for v in (inputs.values() if isinstance(inputs, Mapping) else ())
+                         if isinstance(v, str) and v.strip()), None)
+            cut = text[:PROGRESS_INPUT_CHARS - 3] + "..." if text and len(text) > PROGRESS_INPUT_CHARS else text
+            self._progress(name or kwargs.get("name"), cut)
 
     def on_tool_end(self, output: Any, *, run_id: Any = None, **kwargs: Any) -> None:
         with self._lock:
@@ -759,7 +746,12 @@ class TaskMeter(BaseCallbackHandler):
 
     def _sent(self, prompt: Any, kwargs: dict[str, Any], wrapping: bool = False) -> _Call:
         """The call as sent, priced and held. Under a dollar limit an unpriced model is refused (at $0, never stops)."""
-        name = _model_name(kwargs)
+        # Sent to: extra_body's model (it overrides the body's), the parameters' (a router's too), the metadata's.
+        params = kwargs.get("invocation_params") or {}
+        body = params.get("extra_body")
+        names = (body.get("model") if isinstance(body, Mapping) else None, params.get("model"),
+                 params.get("model_name"), (kwargs.get("metadata") or {}).get("ls_model_name"))
+        name = next((name for name in names if isinstance(name, str) and name), None)
         budget = self.budget
         table = self.prices or (budget.prices if budget is not None else None)
         priced = call_price(table, name)
@@ -794,12 +786,9 @@ class TaskMeter(BaseCallbackHandler):
         tokens = math.ceil(estimate * (self._own_scale or learned or LEARNED_SCALE_MARGIN))
         usd = cost_at(priced, tokens, 0)
         with self._lock:
-            spent = self.charged_input_tokens + self.charged_output_tokens + self._own_held[0]
-            if self.max_tokens is not None and spent + tokens > self.max_tokens:
-                raise self._over_own("tokens", spent, f" spent and held, ~{tokens} more needed")
-            cost = self.cost_usd + self._own_held[1]
-            if self.max_usd is not None and cost + usd > self.max_usd:
-                raise self._over_own("usd", cost, f" spent and held, ~${usd:.4f} more needed")
+            for (unit, limit, spent), need in zip(self._own_limits(self._own_held), (tokens, usd), strict=True):
+                if limit is not None and spent + need > limit:
+                    raise self._over_own(unit, spent, f" spent and held, ~{_amount(unit, need)} more needed")
             self._own_held = (self._own_held[0] + tokens, self._own_held[1] + usd)
         return tokens, usd
 
@@ -833,8 +822,10 @@ class TaskMeter(BaseCallbackHandler):
             reported_in, reported_out, replied = 0, 0, None
         reported_in, reported_out = token_count(reported_in), token_count(reported_out)
         budget = self.budget
-        if call is None:  # a call whose start this meter did not see: its report is all there is, but for its model
-            call = _Call(None, unknown_model_price(self.prices or (budget.prices if budget else None)), 0, 0, 0.0)
+        if call is None:  # a call whose start this meter did not see: its report is all there is, and its price the
+            # dearest, never less than it cost (its reply's name is no price: a router's, a deployment's, another's)
+            table = self.prices or (budget.prices if budget else None) or {}
+            call = _Call(None, max(table.items(), key=lambda item: sum(item[1]), default=None), 0, 0, 0.0)
         # A count far below the estimate is charged the estimate at the learned ratio; no count at all is
         # charged what the call held (16x before a ratio), failed or cancelled too (the provider may have read
         # it all), or a dense tokenizer would pass the limit unseen.
@@ -878,22 +869,17 @@ register_configure_hook(_METER_IN_FORCE, inheritable=True)
 
 
 def keep_child_exits() -> None:
-    """Make a ``SystemExit`` (not a signal handler's), ``KeyboardInterrupt`` (no Ctrl-C's) or ``GeneratorExit`` in
-    an asyncio task made where a child runs a :class:`ChildExit` (asyncio would end the parent's run with the first
-    two, close the awaiting chain with the last), in the loop's task factory: the one place every task passes."""
+    """Make a ``SystemExit`` (not a signal handler's), ``KeyboardInterrupt`` (no Ctrl-C) or ``GeneratorExit`` in a
+    child's asyncio task a :class:`ChildExit` (asyncio would end the parent's run, or close the awaiting chain)."""
     loop = asyncio.get_running_loop()
-    if not isinstance(loop.get_task_factory(), _ExitsKept):
-        loop.set_task_factory(_ExitsKept(loop.get_task_factory()))
+    if getattr(factory := loop.get_task_factory(), "func", None) is not _exits_kept:
+        loop.set_task_factory(functools.partial(_exits_kept, factory))
 
 
-class _ExitsKept:  # a loop's task factory: see keep_child_exits
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def __call__(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future[Any]:
-        if _TASK_METER.get() is not None and asyncio.iscoroutine(coro):
-            coro = _exit_kept(coro)
-        return self.inner(loop, coro, **kwargs) if self.inner else asyncio.Task(coro, loop=loop, **kwargs)
+def _exits_kept(inner: Any, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future[Any]:
+    if _TASK_METER.get() is not None and asyncio.iscoroutine(coro):
+        coro = _exit_kept(coro)
+    return inner(loop, coro, **kwargs) if inner else asyncio.Task(coro, loop=loop, **kwargs)
 
 
 async def _exit_kept(coro: Awaitable[Any]) -> Any:
@@ -1096,16 +1082,6 @@ def _sent_as(prompt: Any, kwargs: dict[str, Any]) -> tuple[Any, Any]:
     return prompt[0] if isinstance(prompt, list) and len(prompt) == 1 else prompt, kwargs.get("invocation_params")
 
 
-def _model_name(kwargs: dict[str, Any]) -> str | None:
-    """The model a call is sent to: ``extra_body``'s ``model`` (it overrides the body's), else the invocation
-    parameters' ``model`` (a router's included) or ``model_name``, else the ``ls_model_name`` metadata."""
-    params = kwargs.get("invocation_params") or {}
-    body = params.get("extra_body")
-    sent = body.get("model") if isinstance(body, Mapping) else None
-    names = (sent, params.get("model"), params.get("model_name"), (kwargs.get("metadata") or {}).get("ls_model_name"))
-    return next((name for name in names if isinstance(name, str) and name), None)
-
-
 def _usage_of(response: LLMResult) -> tuple[Any, Any, str | None]:
     """A reply's reported input and output tokens (unchecked: see :func:`token_count`) and model name."""
     # `type(...) is dict` first: the usual value, without an abstract-class check on every model call.
@@ -1178,19 +1154,6 @@ class TranscriptRecorder(BaseCallbackHandler):
         return self.sink.end(self.messages, cancelled=cancelled)
 
 
-log = logging.getLogger(__name__)
-PROGRESS_INPUT_CHARS = 80
-
-
-def _main_argument(inputs: Any) -> str | None:
-    """A tool call's first text argument (a path, a command, a pattern), cut short: what a progress line names."""
-    for value in inputs.values() if isinstance(inputs, Mapping) else ():
-        if isinstance(value, str) and value.strip():
-            text = " ".join(value.split())
-            return text if len(text) <= PROGRESS_INPUT_CHARS else text[:PROGRESS_INPUT_CHARS - 3] + "..."
-    return None
-
-
 def meter_for(sink: TranscriptSink | None) -> TaskMeter:
     """A task's one callback handler: a :class:`RecordingMeter` feeding ``sink`` when it records, else a meter."""
     return TaskMeter() if sink is None or not sink.records else RecordingMeter(TranscriptRecorder(sink))
@@ -1204,21 +1167,18 @@ class RecordingMeter(TaskMeter):
         self.recorder = recorder
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any = None, **kwargs: Any) -> None:
-        try:  # the recorder reads no keyword but run_id: the others are not passed on (hot path)
-            self.recorder.on_chat_model_start(serialized, messages, run_id=run_id)
-        except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
-            log.warning("transcript recorder failed on a model call: %r", exc)
+        self._record(self.recorder.on_chat_model_start, "call", serialized, messages, run_id=run_id)
         self._start_call(run_id, messages, kwargs)
 
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
-        try:
-            self.recorder.on_llm_end(response, run_id=run_id)
-        except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
-            log.warning("transcript recorder failed on a model answer: %r", exc)
+        self._record(self.recorder.on_llm_end, "answer", response, run_id=run_id)
         self._end_call(run_id, response)
 
-
-DEFAULT_WRAP_UP_SHARE = 0.15  # the share of timeout_s left that makes the next call the wrap-up (9s of 60s)
+    def _record(self, event: Callable[..., None], what: str, *args: Any, run_id: Any) -> None:
+        try:  # the recorder reads no keyword but run_id: the others are not passed on (hot path)
+            event(*args, run_id=run_id)
+        except Exception as exc:  # noqa: BLE001 - the transcript's loss, not the child's
+            log.warning("transcript recorder failed on a model %s: %r", what, exc)
 
 
 def _wrap_up_setting(value: Any) -> bool | float:
@@ -1237,6 +1197,7 @@ or the share of ``timeout_s`` left at which the wrap-up call is made (above 0, b
 WRAP_UP_PROMPT = ("Last call: a limit is reached and no tools are left. Give your best final answer now, "
                   "from what you have, and say what is undone.")
 """What the wrap-up call adds after the conversation, as a user's message for that call only."""
+_WRAP_UP_PROMPT_TOKENS = estimate_tokens([HumanMessage(WRAP_UP_PROMPT)]) - estimate_tokens(())
 
 
 def cut_short_note(stop: SubagentError) -> str:
@@ -1254,9 +1215,8 @@ def cut_short_note(stop: SubagentError) -> str:
 
 
 class WrapUp(ModelCallPlan, AgentMiddleware):
-    """Limits end a task with an answer: in every built child with tools, the limits line from its second call on;
-    on the last call a limit allows (:meth:`TaskMeter.last_call`), no tools, :data:`WRAP_UP_PROMPT` added and the
-    reply's tool calls dropped (the task is ``partial``). Budgets keep room for this wrap-up."""
+    """Limits end a task with an answer (docs/ledger-and-budgets.md): the limits line from a child's second call on,
+    and on the last call a limit allows (:meth:`TaskMeter.last_call`) no tools, :data:`WRAP_UP_PROMPT` added."""
 
     child_policy = ChildPolicy(model_call_only=True, keeps_model=True)
 
@@ -1291,30 +1251,22 @@ class WrapUp(ModelCallPlan, AgentMiddleware):
                                               tool_choice=None)), True)
 
 
-@functools.cache
-def _wrap_up_prompt_tokens() -> int:
-    return estimate_tokens([HumanMessage(WRAP_UP_PROMPT)]) - estimate_tokens(())
-
-
 def _noted(response: ModelResponse[Any], wrapping: bool) -> ModelResponse[Any]:
-    """``response``, tool-free if ``wrapping``; its text noted on the meter, the answer if a limit refuses a call."""
-    response = _without_tool_calls(response) if wrapping else response
+    """``response``, its text noted on the meter (the answer if a limit refuses a call); if ``wrapping``, without
+    tool calls (none may run) but those it answers itself (a structured answer's)."""
+    if wrapping:
+        answered = {m.tool_call_id for m in response.result if isinstance(m, ToolMessage)}
+        result = []
+        for message in response.result:
+            if isinstance(message, AIMessage):
+                kept = [call for call in message.tool_calls if call["id"] in answered]
+                if len(kept) < len(message.tool_calls) or message.invalid_tool_calls:
+                    message = message.model_copy(update={"content": message.text, "tool_calls": kept,
+                                                         "invalid_tool_calls": []})
+            result.append(message)
+        response = ModelResponse(result=result, structured_response=response.structured_response)
     meter = task_meter()
     said = next((m.text for m in reversed(response.result) if isinstance(m, AIMessage) and m.text), "")
     if meter is not None and said:
         meter.said = said
     return response
-
-
-def _without_tool_calls(response: ModelResponse[Any]) -> ModelResponse[Any]:
-    """The wrap-up's reply without tool calls (none may run), but those it answers itself (a structured answer's)."""
-    answered = {m.tool_call_id for m in response.result if isinstance(m, ToolMessage)}
-    result = []
-    for message in response.result:
-        if isinstance(message, AIMessage):
-            kept = [call for call in message.tool_calls if call["id"] in answered]
-            if len(kept) < len(message.tool_calls) or message.invalid_tool_calls:
-                message = message.model_copy(update={"content": message.text, "tool_calls": kept,
-                                                     "invalid_tool_calls": []})
-        result.append(message)
-    return ModelResponse(result=result, structured_response=response.structured_response)
