@@ -130,6 +130,12 @@ def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, 
     return call_price(prices, replied) or priced
 
 
+def unknown_model_price(prices: PriceTable | None) -> tuple[str, tuple[float, float]] | None:
+    """The price of a call whose sent model is not known (its start unseen, or read back from a checkpoint): the
+    dearest, never less than it cost; its reply's name is no price (a router's, a deployment's, another model's)."""
+    return max((prices or {}).items(), key=lambda item: sum(item[1]), default=None)
+
+
 def check_prices(prices: Any, *, argument: str = "prices") -> dict[str, tuple[float, float]]:
     """A price table as ``{model: (input, output)}`` USD per million tokens, or ``ValueError`` naming the entry."""
     if prices is None:
@@ -822,10 +828,8 @@ class TaskMeter(BaseCallbackHandler):
             reported_in, reported_out, replied = 0, 0, None
         reported_in, reported_out = token_count(reported_in), token_count(reported_out)
         budget = self.budget
-        if call is None:  # a call whose start this meter did not see: its report is all there is, and its price the
-            # dearest, never less than it cost (its reply's name is no price: a router's, a deployment's, another's)
-            table = self.prices or (budget.prices if budget else None) or {}
-            call = _Call(None, max(table.items(), key=lambda item: sum(item[1]), default=None), 0, 0, 0.0)
+        if call is None:  # a call whose start this meter did not see: its report is all there is
+            call = _Call(None, unknown_model_price(self.prices or (budget.prices if budget else None)), 0, 0, 0.0)
         # A count far below the estimate is charged the estimate at the learned ratio; no count at all is
         # charged what the call held (16x before a ratio), failed or cancelled too (the provider may have read
         # it all), or a dense tokenizer would pass the limit unseen.
