@@ -138,7 +138,8 @@ def script_text(text: str) -> str:
     heredoc's text read as commands in a subshell (a shell may run it, and its ``cd`` never moves the script's)."""
     lines: list[str] = []
     end = None
-    for line in text.replace("\\\n", "").splitlines():
+    # A line ending in a backslash goes on, but a comment's ends with it (`# see \` hides no command).
+    for line in re.sub(r"^([ \t]*[^#\s].*)\\\n", r"\1", text, flags=re.MULTILINE).splitlines():
         if end is not None and line.strip() == end:
             lines.append(")")
             end = None
@@ -150,66 +151,97 @@ def script_text(text: str) -> str:
     return "\n;\n".join(lines)  # a comment ends its line
 
 
-_HEREDOC = re.compile(r"(?<!<)<<-?\s*['\"]?(\w+)")
+_HEREDOC = re.compile(r"(?<!<)<<-?\s*\\?['\"]?(\w+)")
 
 
 def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], Path]]:
     """Each simple command of ``words`` (with the ``NAME=value`` words it and an ``export`` set; ``$PWD`` its folder;
-    no redirection) and its cwd from ``base`` (after ``cd DIR``: ``DIR``, missing yet too), reading every command
-    text it runs (a word holding a space, a script in ``base``, its ``#!`` line) in a subshell, one sourced in place."""
-    top, read = base, set[Path]()
+    no redirection) and each folder it may run in from ``base``: a ``cd DIR`` adds ``DIR`` (missing yet too), for
+    it may fail, sit in a branch or a function never called. Every command text it runs is read (a word holding a
+    space, a script in ``base``, its ``#!`` line) in a subshell in its folder, one sourced in place."""
+    top, read = base, set[tuple[Path, Path]]()
+    bases = [base]
     command: list[str] = []
     exported: list[str] = []
-    subshells: list[tuple[Path, list[str]]] = []  # what a `( ... )` ends: its cd and export stay inside
+    subshells: list[tuple[list[Path], list[str]]] = []  # what a `( ... )` ends: its cd and export stay inside
+    cases = 0  # a `case` pattern's `)` ends no subshell
+    values: dict[str, str | None] = {}
     todo = [";", *reversed(words)]  # a stack: what a command runs is read next
     while todo:
         word = todo.pop()
-        if word in _REDIRECTIONS:  # `pushd sub >/dev/null`: its target is no word of the command
+        if word in _REDIRECTIONS:  # `pushd sub 2>/dev/null`: the 2 and the target are no words of the command
+            if command and command[-1].isdigit():
+                command.pop()
             if todo and todo[-1] not in _OPERATORS:
                 todo.pop()
             continue
         if word not in _OPERATORS:
-            command.append(_PWD.sub(str(base), word))
+            cases += (word == "case") - (word == "esac") if not command else 0
+            command.append(word)
+            continue
+        if command[:1] == [_AT]:  # the folder a script or a command text it runs is read in
+            bases, command = [Path(command[1])], []
             continue
         if command:
             program = [w for w in command if not _ASSIGNMENT.match(w)]
-            # env -C DIR / --chdir=DIR runs its command there; cd and pushd move the commands after it.
+            verb = next((n for n, w in enumerate(program) if w not in _PREFIXES), len(program))
+            name = program[verb:verb + 1]
+            # env -C DIR / --chdir=DIR runs its command there; cd and pushd add the folder of the commands after it.
             chdir = next((w.partition("=")[2] or (program + [""])[n + 1] for n, w in enumerate(program)
-                          if program[:1] == ["env"] and (w in ("-C", "--chdir") or w.startswith("--chdir="))), None)
-            target = chdir or (program[-1] if program[:1] in (["cd"], ["pushd"]) and len(program) > 1 else "")
-            moved = _resolved(base / target) if target and not target.startswith(("-", "~")) and not {
-                "$", "`"} & set(target) else None
-            moved = moved if moved is not None and (moved.is_dir() or not os.path.lexists(moved)) else None
-            yield [*exported, *command], (moved if chdir and moved else base)
-            if program[:1] in (["cd"], ["pushd"]) and moved is not None:
-                base = moved
-            if program[:1] == ["export"]:
+                          if name == ["env"] and (w in ("-C", "--chdir") or w.startswith("--chdir="))), None)
+            cd = name in (["cd"], ["pushd"]) and len(program) > verb + 1
+            target = chdir or (program[-1] if cd else "")
+            inline: list[str] = []
+            for folder in list(bases):
+                moved = _resolved(folder / target) if target and not target.startswith(("-", "~")) and not {
+                    "$", "`"} & set(target) else None
+                moved = moved if moved is not None and (moved.is_dir() or not os.path.lexists(moved)) else None
+                cwd = moved if chdir and moved else folder
+                yield [_expand(w, cwd, top, values) for w in [*exported, *command]], cwd
+                if cd and moved is not None and moved not in bases:
+                    bases.append(moved)
+                inline += _runs([_expand(w, cwd, top, values) for w in program], cwd, top, read)
+            if name == ["export"]:
                 exported += [w for w in command if _ASSIGNMENT.match(w)]
-            todo += reversed([*_runs(program, base, top, read), ";"])
+            if not program or name == ["export"]:  # MOD=x; python3 -m "$MOD": a variable set is read as its value
+                for var, _, value in (w.partition("=") for w in command if _ASSIGNMENT.match(w)):
+                    values[var] = value if var not in values else None  # set twice: which one holds is unknown
+            command = []
+            if inline:  # read before the word that ended the command: `(cd app && sh ../lint.sh)` reads it in app
+                todo += [word, ";", *reversed(inline)]
+                continue
         if word == "(":
-            subshells.append((base, list(exported)))
-        elif word == ")" and subshells:
-            base, exported = subshells.pop()
+            subshells.append((list(bases), list(exported)))
+        elif word == ")" and subshells and not cases:
+            bases, exported = subshells.pop()
         command = []
 
 
-def _runs(program: list[str], cwd: Path, top: Path, read: set[Path]) -> list[str]:
-    """The command text a simple command runs beside its own words, each once (see :func:`simple_commands`)."""
+_IMPORTS = re.compile(r"(?:^|[;\s])(?:from|import)\s+([A-Za-z_]\w*)")
+_AT = f"\x00in-{os.getpid()}-{id(object())}"  # no text read has it: a NUL never reaches a word
+_PREFIXES = frozenset({"then", "else", "elif", "do", "if", "while", "until", "command", "builtin", "time"})
+
+
+def _runs(program: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]) -> list[str]:
+    """The command text a simple command runs beside its own words, each once a folder (see
+    :func:`simple_commands`)."""
     out: list[str] = []
     shell = False  # after a shell, `.` or `source`: its first operand is a script
     for n, word in enumerate(program):
         if n and any(c.isspace() for c in word):
-            out += ["(", *shell_words(word), ")", ";"]
-        path = _resolved(cwd / word)
-        text = read_regular(path, 1 << 20).decode("utf-8", "replace") if path and top in path.parents else ""
+            out += ["(", _AT, str(cwd), ";", *shell_words(word), ")", ";"]
+        path = _resolved(cwd / word) if not word.startswith("-") else None
         sourced = shell and program[n - 1] in (".", "source")
-        if path is not None and text and path not in read and (n == 0 or shell or text.startswith("#!")):
-            read.add(path)
+        key = (path, top if sourced else cwd)  # a sourced one is read in place once: for every folder at once
+        text = read_regular(path, 1 << 20).decode("utf-8", "replace") if (
+            path and top in path.parents and key not in read) else ""
+        if path is not None and text and (n == 0 or shell or text.startswith("#!")):
+            read.add((path, key[1]))
             first = text.partition("\n")[0]
             interpreter = shell_words(first[2:]) if first.startswith("#!") and not sourced else []
             shell_script = not interpreter or any(_SHELL.fullmatch(_name(w)) for w in interpreter)
             body = shell_words(script_text(text)) if shell_script else []
-            out += [*body, ";"] if sourced else ["(", *interpreter, str(path), ";", *body, ")", ";"]
+            out += [*body, ";"] if sourced else ["(", _AT, str(cwd), ";", *interpreter, str(path), ";", *body, ")", ";"]
         shell = (not word.startswith("-") and (word in (".", "source") or bool(_SHELL.fullmatch(_name(word))))) or (
             shell and word.startswith("-"))
     return out
@@ -262,8 +294,9 @@ def _started(words: list[str], cwd: Path, paths: list[Path]) -> Iterator[tuple[s
                     return
                 if flag in "mcWX":  # the rest of the word, or the next one, is its value
                     value = word[n + 2:] or next(args, "")
-                    if flag in "mc":
-                        yield words[0], cwd, value.partition(".")[0] if flag == "m" else ""
+                    if flag in "mc":  # -c's code: each top module it imports is as -m's
+                        for module in _IMPORTS.findall(value) or [""] if flag == "c" else [value.partition(".")[0]]:
+                            yield words[0], cwd, module
                         return
                     break
         yield words[0], cwd, ""
@@ -289,6 +322,14 @@ _REDIRECTIONS = frozenset({"<", ">", ">>", "<<", "<&", ">&", "&>"})
 _FILE = re.compile(r"\w\.[A-Za-z]\w*$")  # a name with a suffix: x.py, .envrc.local
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _PWD = re.compile(r"\$\{?PWD\}?|\$\(pwd\)|`pwd`")  # the shell's own folder, as a word names it
+_TOP = re.compile(r"\$\(git rev-parse --show-toplevel\)|`git rev-parse --show-toplevel`")
+_VARIABLE = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")
+
+
+def _expand(word: str, cwd: Path, top: Path, values: dict[str, str | None]) -> str:
+    """``word`` with the shell's folder, the working tree's top and the variables a command set before it."""
+    word = _TOP.sub(str(top), _PWD.sub(str(cwd), word))
+    return _VARIABLE.sub(lambda found: values.get(found.group(1)) or found.group(0), word)
 
 
 STDLIB_TRIES = frozenset({"org", "java", "docutils", "vms_lib", "_winreg", "win32api", "win32con", "win32evtlogutil"})

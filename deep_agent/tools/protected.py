@@ -31,6 +31,7 @@ from pathlib import Path
 
 from deep_agent.tools.host_code import (
     WORD_PARTS,
+    _resolved,
     command_files,
     import_names,
     read_regular,
@@ -246,7 +247,8 @@ def _started_with(venv: Path | None, root: Path, held: list[Path]) -> Iterator[t
     """What ``venv``'s python (``None``: any python of the host's) runs at its start from ``root`` (docs/cli.md)."""
 
     def inside(path: str) -> Path | None:
-        found = Path(os.path.realpath(path))
+        if (found := _resolved(Path(path))) is None:  # a NUL, a loop
+            return None
         return found if (found == root or root in found.parents) and not any(
             found == part or part in found.parents for part in held) else None
 
@@ -410,7 +412,7 @@ def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str, str]]:
     value is a command) and of every file it ``%include``s, the include's path a value too (``include.path``)."""
     todo, read, section = [hgrc], set(), ""
     while todo:
-        with contextlib.suppress(OSError, RuntimeError):  # a symlink loop
+        with contextlib.suppress(OSError, RuntimeError, ValueError):  # a symlink loop, a NUL
             if (file := todo.pop().resolve()) in read:
                 continue
             read.add(file)
@@ -579,11 +581,11 @@ def _direnv_loads(envrc: Path, root: Path) -> Iterator[Path]:
         yield file
         text = read_regular(file if not file.is_dir() else file / ".envrc", 1 << 20).decode("utf-8", "replace")
         todo += command_files(shell_words(script_text(text)), file.parent, root)  # what any command of it names
-        for command, _ in (c for line in text.splitlines() for c in simple_commands(shell_words(line), file.parent)):
+        for command, _ in simple_commands(shell_words(script_text(text)), file.parent):
             if (default := _DIRENV.get(command[0])) is not None:
                 folders = file.parent.parents if command[0].startswith("source_up") else [file.parent]
                 for arg in command[1 + (command[0] == "path_add"):] or [default]:
-                    with contextlib.suppress(OSError, RuntimeError):  # ~nobody, a symlink loop
+                    with contextlib.suppress(OSError, RuntimeError, ValueError):  # ~nobody, a symlink loop, a NUL
                         todo += [(folder / Path(arg).expanduser()).resolve() for folder in folders if arg]
 
 
@@ -608,8 +610,10 @@ def _leads_to(dot_git: Path) -> Iterator[Path]:
     if os.path.isfile(dot_git):
         if not (text := pointer(dot_git)).startswith("gitdir:"):
             return
-        yield (gitdir := (dot_git.parent / text.removeprefix("gitdir:").strip()).resolve())
-    if common := pointer(gitdir / "commondir"):
-        yield (gitdir / common).resolve()
+        if (pointed := _resolved(dot_git.parent / text.removeprefix("gitdir:").strip())) is None:
+            return  # a NUL, a loop: git reads no repository there either
+        yield (gitdir := pointed)
+    if (common := pointer(gitdir / "commondir")) and (shared := _resolved(gitdir / common)) is not None:
+        yield shared
 
 

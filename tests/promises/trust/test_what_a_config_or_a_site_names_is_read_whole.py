@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from deep_agent.tools import host_code
 from deep_agent.tools.protected import Protected
 
 HOOK = ".git/hooks/pre-commit"
@@ -76,3 +77,35 @@ def test_a_config_value_that_is_no_path_makes_no_placeholder(runner):
     protected = Protected.of(ws)
     assert protected.why(ws / "me@example.com") is None and protected.why(ws / "me@example.org") is None
     assert not os.path.lexists(Path(ws / "me@example.com"))
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    (".envrc", "dotenv a\0b\n"),
+    ("venv/pyvenv.cfg", "home = /usr/\0bin\n"),
+    (".hg/hgrc", "%include a\0b\n"),
+    ("sub/.git", "gitdir: a\0b\n"),
+])
+def test_a_nul_in_what_the_checkout_names_stops_no_command(runner, name, text):
+    """A NUL in a path a checkout's file names raised out of the protected set's walk, and no command ran (a
+    checkout's content stopping every Bash command); it names no path, so nothing is held for it."""
+    ws = runner.ws
+    (ws / name).parent.mkdir(parents=True, exist_ok=True)
+    (ws / name).write_text(text)
+    (ws / "venv" / "bin").mkdir(parents=True, exist_ok=True)
+    runner.chown(ws)
+    out = runner.run("echo done", protected=Protected.of(ws))
+    assert out.strip().endswith("done"), out
+
+
+def test_a_script_sourced_on_every_line_is_read_once(runner, monkeypatch):
+    """An ``.envrc`` sourcing one long script on each of its lines had it parsed again for every line (a checkout
+    that stalled each command's start for minutes); a script is read once a reading, however often it is sourced."""
+    ws = runner.ws
+    (ws / ".envrc").write_text(". ./b.sh\n" * 40)
+    (ws / "b.sh").write_text("echo x\n" * 300)
+    runner.chown(ws)
+    reads: list[Path] = []
+    real = host_code.read_regular
+    monkeypatch.setattr(host_code, "read_regular", lambda path, limit: reads.append(path) or real(path, limit))
+    assert Protected.of(ws).why(ws / "b.sh") is not None
+    assert reads.count(ws / "b.sh") <= 2, reads.count(ws / "b.sh")  # once a pass: what it names, what it runs

@@ -117,6 +117,39 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
      ".pyuser/lib/python3.11/site-packages/usercustomize.py"),
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\nmkdir -p build && cd build && python3 -m mytool\n"},
      "build/mytool.py"),
+    # A cd may fail, sit in a branch or a function never called: the commands after it are read in every folder
+    # they may run in (a second review); and a fd's number, a quoted heredoc end, a comment's backslash, a case
+    # pattern's `)`, a script read in the folder it runs in, -c's imports.
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\ncd sub 2>/dev/null && python3 -m mytool\n", "sub/a.py": "x\n"},
+     "sub/mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nif [ -d sub ]; then cd sub; fi\npython3 -m mytool\n",
+          "sub/a.py": "x\n"}, "sub/mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\ncommand cd sub\npython3 -m mytool\n", "sub/a.py": "x\n"},
+     "sub/mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nf() { cd sub; }\npython3 -m mytool\n", "sub/a.py": "x\n"},
+     "mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\ncd build\npython3 -m mytool\n"}, "mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\ncd docs\ncd -\npython3 -m mytool\n", "docs/a.md": "x\n"},
+     "mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\n(cd sub && case x in x) true;; esac; python3 -m mytool)\n",
+          "sub/a.py": "x\n"}, "sub/mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\ncat >/dev/null <<\\EOF\ncd docs\nEOF\npython3 -m mytool\n",
+          "docs/a.md": "x\n"}, "mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\n# see \\\npython3 -m mytool\n"}, "mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\n(cd app && sh ../scripts/lint.sh)\n", "app/a.py": "x\n",
+          "scripts/lint.sh": "python3 -m mytool\n"}, "app/mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\n(cd app && sh ../s.sh)\n(cd api && sh ../s.sh)\n",
+          "app/a.py": "x\n", "api/a.py": "x\n", "s.sh": "python3 -m mytool\n"}, "api/mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\npython3 -c 'import mytool; mytool.main()'\n", "mytool.py": "ok\n"},
+     "mytool.py"),
+    # A variable a command set is read as its value (set twice: as any program), and so is git's top.
+    ({}, {".git/hooks/pre-commit": '#!/bin/sh\nMOD=mytool\npython3 -m "$MOD"\n'}, "mytool.py"),
+    ({}, {".git/hooks/pre-commit": '#!/bin/sh\nS=scripts/check.sh; sh "$S"\n',
+          "scripts/check.sh": "python3 -m mytool\n"}, "mytool.py"),
+    ({}, {".git/hooks/pre-commit": '#!/bin/sh\n"$(git rev-parse --show-toplevel)/scripts/check.sh"\n',
+          "scripts/check.sh": "#!/bin/sh\npython3 -m mytool\n"}, "mytool.py"),
+    ({}, {".git/hooks/pre-commit": '#!/bin/sh\nRUN=python3\n[ -n "$CI" ] && RUN=echo\n"$RUN" -m mytool\n'},
+     "mytool.py"),
 ]
 
 
