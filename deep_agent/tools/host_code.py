@@ -217,6 +217,7 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
         command = []
 
 
+_SCRIPT_DIR = re.compile(r"\"?(\$\(\s*dirname\s+\"?\$\{?0\}?\"?\s*\)|`dirname\s+\"?\$0\"?`)\"?")
 _IMPORTS = re.compile(r"(?:^|[;\s])(?:from|import)\s+([A-Za-z_]\w*)")
 _AT = f"\x00in-{os.getpid()}-{id(object())}"  # no text read has it: a NUL never reaches a word
 _PREFIXES = frozenset({"then", "else", "elif", "do", "if", "while", "until", "command", "builtin", "time"})
@@ -240,6 +241,8 @@ def _runs(program: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
             first = text.partition("\n")[0]
             interpreter = shell_words(first[2:]) if first.startswith("#!") and not sourced else []
             shell_script = not interpreter or any(_SHELL.fullmatch(_name(w)) for w in interpreter)
+            if not sourced:  # cd "$(dirname "$0")": its own folder
+                text = _SCRIPT_DIR.sub(shlex.quote(str(path.parent)), text)
             body = shell_words(script_text(text)) if shell_script else []
             out += [*body, ";"] if sourced else ["(", _AT, str(cwd), ";", *interpreter, str(path), ";", *body, ")", ";"]
         shell = (not word.startswith("-") and (word in (".", "source") or bool(_SHELL.fullmatch(_name(word))))) or (

@@ -150,6 +150,8 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
           "scripts/check.sh": "#!/bin/sh\npython3 -m mytool\n"}, "mytool.py"),
     ({}, {".git/hooks/pre-commit": '#!/bin/sh\nRUN=python3\n[ -n "$CI" ] && RUN=echo\n"$RUN" -m mytool\n'},
      "mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nsh tools/check.sh\n",  # a script's own folder, as it names it
+          "tools/check.sh": 'cd "$(dirname "$0")"\npython3 -m mytool\n'}, "tools/mytool.py"),
 ]
 
 
