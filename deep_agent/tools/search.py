@@ -203,7 +203,7 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
             raise ToolException(f"path {ws.shown(folder)!r}: not a folder; Glob lists the files below a folder")
         if Path(pattern).is_absolute():
             raise ToolException("pattern must be relative to path (for example '**/*.py')")
-        found, timed_out = _globbed(ws, folder, _walkable(ws, folder, pattern))
+        found, timed_out = _globbed(ws, folder, pattern)
         stopped = len(found) > MAX_GLOB_SCANNED
         found = found[:MAX_GLOB_SCANNED]
         found.sort(key=lambda p: p.stat().st_mtime if p.exists() else 0, reverse=True)
@@ -271,6 +271,15 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
 
 def _globbed(ws: Workspace, folder: Path, pattern: str) -> tuple[list[Path], bool]:
     """Up to one more than :data:`MAX_GLOB_SCANNED` matches in the workspace, and whether the deadline cut the walk."""
+    depth = len(folder.relative_to(ws.root).parts)  # a pattern whose ``..`` climbs out (``../../../**/*``) is refused
+    for segment in pattern.split("/"):
+        if segment == "..":
+            depth -= 1
+            if depth < 0:
+                raise ToolException(f"pattern {pattern[:200]!r} climbs out of the workspace with '..': "
+                                    "only paths inside it can be listed")
+        elif segment not in ("", ".", "**"):
+            depth += 1
     try:
         start, segments, dirs_only = walkable_from(folder, pattern)
         walk = GlobWalk(start, segments, dirs_only=dirs_only, skipped=_SKIPPED_DIRS,
@@ -281,20 +290,6 @@ def _globbed(ws: Workspace, folder: Path, pattern: str) -> tuple[list[Path], boo
     except (ValueError, OSError, RecursionError) as exc:
         raise ToolException(f"pattern {pattern!r}: {exc}") from None
     return found, walk.timed_out
-
-
-def _walkable(ws: Workspace, folder: Path, pattern: str) -> str:
-    """``pattern``, refused if its ``..`` parts can climb above the workspace (``../../../**/*`` walks the disk)."""
-    depth = len(folder.relative_to(ws.root).parts)
-    for segment in pattern.split("/"):
-        if segment == "..":
-            depth -= 1
-            if depth < 0:
-                raise ToolException(f"pattern {pattern[:200]!r} climbs out of the workspace with '..': "
-                                    "only paths inside it can be listed")
-        elif segment not in ("", ".", "**"):
-            depth += 1
-    return pattern
 
 
 def pattern_size(pattern: str) -> float:
