@@ -394,11 +394,9 @@ def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middle
 
 def _or_state_backend(backend: Any) -> Any:
     """``backend``, else deepagents' ``StateBackend`` (files kept in the agent's state)."""
-    if backend is not None:
-        return backend
     from deepagents.backends import StateBackend
 
-    return StateBackend()
+    return backend if backend is not None else StateBackend()
 
 
 def _paths(argument: str, value: Any) -> Sequence[str] | None:
