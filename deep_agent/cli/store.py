@@ -408,8 +408,10 @@ def task_rows(values: Mapping[str, Any]) -> list[TaskRow]:
 
 def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messages: Iterable[Any]) -> None:
     """Put back the full description and answer of rows whose ledger record holds previews (from the messages)."""
-    clipped = {r.get("tool_call_id") for r in records
-               if r.get("tool_call_id") and any(is_clipped(r, k) for k in ("description", "result", "error"))}
+    # A text is a preview when shorter than its ``<key>_chars``.
+    clipped = {r.get("tool_call_id") for r in records if r.get("tool_call_id") and any(
+        isinstance(r.get(k), str) and isinstance(r.get(f"{k}_chars"), int) and r[f"{k}_chars"] > len(r[k])
+        for k in ("description", "result", "error"))}
     if not clipped:
         return
     messages = list(messages)  # read twice
@@ -424,12 +426,6 @@ def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messag
             row.result = reply
         elif reply is not None and row.error is not None:
             row.error = reply.removeprefix(f"Subagent '{row.agent_type}' failed: ")
-
-
-def is_clipped(record: Mapping[str, Any], key: str) -> bool:
-    """True when a ledger record's ``key`` is a preview (shorter than its ``<key>_chars``)."""
-    text, full = record.get(key), record.get(f"{key}_chars")
-    return isinstance(text, str) and isinstance(full, int) and full > len(text)
 
 
 def _refused(call_id: str | None, args: Mapping[str, Any], error: str) -> TaskRow:
