@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, NotRequired, Required, cast, get_args
+from typing import Annotated, Any, NotRequired, Required, cast, get_args
 
 from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware, ModelCallLimitMiddleware
@@ -45,9 +45,6 @@ from subagents.errors import InvalidArgumentType
 from subagents.ledger import LedgerChannel, merge_async_records, merge_records, saved_value
 from subagents.settings import DelegationSettings
 from subagents.spec import SubagentSpec, is_async_spec
-
-if TYPE_CHECKING:
-    from subagents.definitions.hooks import HookMiddleware
 
 
 def resolve_root_model(model: str | BaseChatModel | None) -> BaseChatModel:
@@ -140,7 +137,16 @@ def create_deep_agent(
     delegation = SubAgentMiddleware(specs, model=root_model, tools=None, model_middleware=inherited,
                                     private_state_keys=private, settings=settings)
     extra: list[Any] = []
-    root_hooks = _root_hooks(hooks)
+    root_hooks: list[Any] = []
+    if hooks:
+        from subagents.definitions.hooks import HookMiddleware  # its subprocess runner: only for hooks
+
+        try:
+            # The tools besides `task` that start child work: a root `PreToolUse` matcher for `task` covers them.
+            root_hooks = [HookMiddleware(hooks, scope="root", delegation=(TASK_TOOL_NAME, LEDGER_KEY),
+                                         also_delegating=("start_async_task", "retry_async_task", "create_subagent"))]
+        except ValueError as exc:
+            raise SpecError(f"hooks: {exc}") from None
     if background or remote:
         from middleware.background import BackgroundSubagentMiddleware
 
@@ -206,19 +212,6 @@ def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
                                                               if not any(m is s for s in stand_ins)]}
 
     return [PatchOlderToolCalls()]
-
-
-def _root_hooks(hooks: Mapping[str, Any] | None) -> list[HookMiddleware]:
-    if not hooks:
-        return []
-    from subagents.definitions.hooks import HookMiddleware  # its subprocess runner: only for hooks
-
-    try:
-        # The tools besides `task` that start child work: a root `PreToolUse` matcher for `task` covers them.
-        return [HookMiddleware(hooks, scope="root", delegation=(TASK_TOOL_NAME, LEDGER_KEY),
-                               also_delegating=("start_async_task", "retry_async_task", "create_subagent"))]
-    except ValueError as exc:
-        raise SpecError(f"hooks: {exc}") from None
 
 
 def _with_agent_files(subagents: Sequence[AnySpec | Mapping[str, Any]], agents_dirs: DirLevels | None) -> list[AnySpec]:
@@ -394,11 +387,9 @@ def with_deepagents_child_defaults(specs: Sequence[Any], *, backend: Any, middle
 
 def _or_state_backend(backend: Any) -> Any:
     """``backend``, else deepagents' ``StateBackend`` (files kept in the agent's state)."""
-    if backend is not None:
-        return backend
     from deepagents.backends import StateBackend
 
-    return StateBackend()
+    return backend if backend is not None else StateBackend()
 
 
 def _paths(argument: str, value: Any) -> Sequence[str] | None:

@@ -44,7 +44,15 @@ def choose_model(name: str | None, env: Mapping[str, str] | None = None, *, time
 
         return demo_model()
     if name and name.startswith(SCRIPTED + ":"):
-        return _scripted_factory(name.partition(":")[2])
+        target = name.partition(":")[2]
+        module, _, attr = target.partition(":")
+        if not module or not attr:
+            raise SpecError(f"--model scripted:MODULE:FACTORY expected, got 'scripted:{target}'")
+        try:
+            factory = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise SpecError(f"--model scripted:{target}: cannot load the factory ({exc})") from None
+        return factory()
     limits = model_limits(timeout, max_tokens, retries)
     server = base_url or env.get("OPENAI_BASE_URL") or None
     if name and not base_url and (":" in name or not server):
@@ -80,14 +88,3 @@ def _loopback(url: str) -> bool:
 def model_limits(timeout: float | None, max_tokens: int | None, retries: int) -> dict[str, Any]:
     return {"max_retries": retries, **({} if timeout is None else {"timeout": timeout / (retries + 1)}),
             **({} if max_tokens is None else {"max_tokens": max_tokens})}
-
-
-def _scripted_factory(target: str) -> Any:
-    module, _, attr = target.partition(":")
-    if not module or not attr:
-        raise SpecError(f"--model scripted:MODULE:FACTORY expected, got 'scripted:{target}'")
-    try:
-        factory = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise SpecError(f"--model scripted:{target}: cannot load the factory ({exc})") from None
-    return factory()

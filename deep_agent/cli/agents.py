@@ -184,12 +184,6 @@ def agent_problems(definitions: Iterable[Definition[Any]], plan: ModelPlan, opti
     return problems, notes
 
 
-def _transport(config: Any) -> str:
-    if not config:
-        return "defined by the caller"
-    return "stdio" if "command" in config else str(config.get("transport") or config.get("type") or "http")
-
-
 def _describe_agent(found: Definition[SubagentSpec], report: Discovery[SubagentSpec],
                     options: BuildOptions) -> dict[str, Any]:
     spec = found.value
@@ -210,7 +204,9 @@ def _describe_agent(found: Definition[SubagentSpec], report: Discovery[SubagentS
                                    else "the run's (--short-answer-threshold, default 0: off)"),
         "permission_mode": spec.permission_mode or "inherit (the parent's policy)",
         "condenser": describe_condenser(spec.condenser),
-        "mcp_servers": [f"{name} ({_transport(config)})" for name, config in (spec.mcp_config or {}).items()],
+        "mcp_servers": [f"{name} (" + ("defined by the caller" if not config else "stdio" if "command" in config
+                                       else str(config.get("transport") or config.get("type") or "http")) + ")"
+                        for name, config in (spec.mcp_config or {}).items()],
         "hooks": list(spec.hooks or {}),
         "color": spec.color,
         "metadata": preview(dict(spec.metadata)),  # free-form, and aliases can repeat it: cut to size

@@ -205,7 +205,13 @@ def _opening(state: Path, db_url: str | None, *, aio: bool) -> Generator[Any, An
             raise DatabaseError(db_url, f"cannot use the database: {shown}") from None
         saver.serde = DataOnlySerializer(describe_url(db_url))
         return saver
-    path = _checked_database(state, must_exist=not aio)  # a run (async) makes it; reading back needs it
+    path = state / "state.sqlite"  # it and its journals regular files (or missing), no symlink
+    for file in (path, *(path.with_name(f"{path.name}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
+        try:
+            state_file(state, file).close()
+        except FileNotFoundError:
+            if not aio and file == path:  # a run (async) makes it; reading back needs it
+                raise FileNotFoundError(f"no state at {path}: run `deep-agent run` (or `demo`) first") from None
     uri = f"file:{quote(str(path))}?nofollow=1"  # SQLite refuses a symlink there (checked just before, too)
     if aio:
         import aiosqlite
@@ -238,18 +244,6 @@ def open_checkpointer(state: Path, db_url: str | None = None) -> Iterator[Any]:
                     lambda step: stack.enter_context(step) if hasattr(step, "__enter__") else step())
 
 
-def _checked_database(state: Path, *, must_exist: bool) -> Path:
-    """The state folder's ``state.sqlite``, if it and its journals are regular files (or missing), no symlink."""
-    path = state / "state.sqlite"
-    for file in (path, *(path.with_name(f"{path.name}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
-        try:
-            state_file(state, file).close()
-        except FileNotFoundError:
-            if must_exist and file == path:
-                raise FileNotFoundError(f"no state at {path}: run `deep-agent run` (or `demo`) first") from None
-    return path
-
-
 def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
     """A thread's values (ledgers as plain dicts, messages), read from its latest checkpoint."""
     saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
@@ -265,18 +259,15 @@ def read_thread(saver: Any, thread_id: str) -> dict[str, Any]:
 
 def find_task(saver: Any, task_id: str, thread_id: str | None = None) -> tuple[str, Any]:
     """The thread and :class:`TaskRow` of a task id; a unique prefix is enough."""
-    matches = [(thread, row) for thread in ([thread_id] if thread_id else _threads(saver))
+    threads = [thread_id] if thread_id else dict.fromkeys(  # every thread's root namespace, in order
+        c["thread_id"] for c in (s.config["configurable"] for s in saver.list(None)) if not c.get("checkpoint_ns"))
+    matches = [(thread, row) for thread in threads
                for row in task_rows(read_thread(saver, thread)) if row.id.startswith(task_id)]
     if not matches:
         raise UnknownTask(f"no task {task_id!r} in {'thread ' + repr(thread_id) if thread_id else 'any thread'}")
     if len(matches) > 1:
         raise UnknownTask(f"task id prefix {task_id!r} is ambiguous: give more characters")
     return matches[0]
-
-
-def _threads(saver: Any) -> list[str]:
-    configs = [saved.config["configurable"] for saved in saver.list(None)]
-    return list(dict.fromkeys(c["thread_id"] for c in configs if not c.get("checkpoint_ns")))
 
 
 # Every view (live tree, ``tasks``, ``transcript``) reads a thread's tasks through :func:`task_rows`, so
@@ -417,8 +408,10 @@ def task_rows(values: Mapping[str, Any]) -> list[TaskRow]:
 
 def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messages: Iterable[Any]) -> None:
     """Put back the full description and answer of rows whose ledger record holds previews (from the messages)."""
-    clipped = {r.get("tool_call_id") for r in records
-               if r.get("tool_call_id") and any(is_clipped(r, k) for k in ("description", "result", "error"))}
+    # A text is a preview when shorter than its ``<key>_chars``.
+    clipped = {r.get("tool_call_id") for r in records if r.get("tool_call_id") and any(
+        isinstance(r.get(k), str) and isinstance(r.get(f"{k}_chars"), int) and r[f"{k}_chars"] > len(r[k])
+        for k in ("description", "result", "error"))}
     if not clipped:
         return
     messages = list(messages)  # read twice
@@ -433,12 +426,6 @@ def full_texts(rows: list[TaskRow], records: Iterable[Mapping[str, Any]], messag
             row.result = reply
         elif reply is not None and row.error is not None:
             row.error = reply.removeprefix(f"Subagent '{row.agent_type}' failed: ")
-
-
-def is_clipped(record: Mapping[str, Any], key: str) -> bool:
-    """True when a ledger record's ``key`` is a preview (shorter than its ``<key>_chars``)."""
-    text, full = record.get(key), record.get(f"{key}_chars")
-    return isinstance(text, str) and isinstance(full, int) and full > len(text)
 
 
 def _refused(call_id: str | None, args: Mapping[str, Any], error: str) -> TaskRow:

@@ -80,16 +80,12 @@ def tools_not_provided(specs: Iterable[Any], provided: Iterable[str] = BUILTIN_T
     have = set(provided)
     missing: dict[str, list[str]] = {}
     for spec in specs:
+        servers = getattr(spec, "mcp_config", None) or {}
         for entry in getattr(spec, "tools", None) or ():
-            if isinstance(entry, str) and base_tool_name(entry) not in have and not _served(entry, spec):
+            # An entry naming tools of an MCP server the spec defines (not one it only names) is served.
+            server = entry.split("__")[1] if isinstance(entry, str) and entry.startswith("mcp__") else ""
+            served = server and any(config and fnmatch.fnmatchcase(name, server) for name, config in servers.items())
+            if isinstance(entry, str) and base_tool_name(entry) not in have and not served:
                 missing.setdefault(base_tool_name(entry), []).append(spec.name)
     return missing
 
-
-def _served(entry: str, spec: Any) -> bool:
-    """Whether ``entry`` names tools of an MCP server the spec defines (not one it only names)."""
-    parts = entry.split("__")
-    if not entry.startswith("mcp__") or len(parts) < 2 or not parts[1]:
-        return False
-    servers = getattr(spec, "mcp_config", None) or {}
-    return any(config and fnmatch.fnmatchcase(name, parts[1]) for name, config in servers.items())

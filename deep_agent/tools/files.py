@@ -54,8 +54,23 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
 
     def read(file_path: str, offset: int | None = None, limit: int | None = None) -> str:
         path = _existing_file(ws, file_path)
-        start = (offset or 1) - 1
-        chosen, total, stopped = _read_lines(ws, path, file_path, start, limit or DEFAULT_READ_LINES)
+        start, count = (offset or 1) - 1, limit or DEFAULT_READ_LINES
+        chosen: list[str] = []
+        total = scanned = 0
+        # Reading stops at MAX_READ_SCAN characters: a sparse file of gigabytes is one endless line.
+        with _reading(file_path), open_regular(path, "r", within=ws, encoding="utf-8") as file:
+            while len(chosen) < count and scanned <= MAX_READ_SCAN and (line := file.readline(MAX_LINE_CHARS + 1)):
+                scanned += len(line)
+                if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
+                    while (rest := file.readline(65536)) and not rest.endswith("\n"):
+                        scanned += len(rest)  # the rest of a long line is skipped, not kept
+                        if scanned > MAX_READ_SCAN:
+                            break
+                if total >= start:
+                    line = line.rstrip("\r\n")
+                    chosen.append(line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " [line truncated]")
+                total += 1
+        stopped = scanned > MAX_READ_SCAN
         note = (f"\n... [stopped reading after {MAX_READ_SCAN:,} characters, in line {total}: "
                 "use Bash (head, tail, sed -n) on a file this big]") if stopped else ""
         if not chosen:
@@ -82,7 +97,14 @@ def file_tools(ws: Workspace) -> list[StructuredTool]:
         if old_string == "":
             raise ToolException("old_string is empty: give the exact text to replace")
         check_text(new_string, "new_string", nul=True)
-        text = _text(ws, path, file_path)
+        with _reading(file_path):
+            # At most one byte past the bound: a file may grow as it is read.
+            with open_regular(path, within=ws) as file:
+                data = file.read(MAX_EDIT_BYTES + 1)
+            if len(data) > MAX_EDIT_BYTES:
+                raise ToolException(f"file_path {file_path!r} is over {MAX_EDIT_BYTES:,} bytes, more than Edit "
+                                    "rewrites: use Bash (sed) on a file this big")
+            text = str(data.decode("utf-8")).replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
         count = text.count(old_string)
         if count == 0:
             raise ToolException(f"old_string was not found in {ws.shown(path)}")
@@ -149,38 +171,6 @@ def _existing_file(ws: Workspace, raw: str) -> Path:
 
 
 _NOT_REGULAR = f"is {NOT_REGULAR}"
-
-
-def _read_lines(ws: Workspace, path: Path, raw: str, start: int, count: int) -> tuple[list[str], int, bool]:
-    """Lines ``start`` to ``start + count`` (each cut), how many lines were read, and whether reading stopped
-    at :data:`MAX_READ_SCAN` characters (a sparse file of gigabytes is one endless line)."""
-    chosen: list[str] = []
-    total = scanned = 0
-    with _reading(raw), open_regular(path, "r", within=ws, encoding="utf-8") as file:
-        while len(chosen) < count and (line := file.readline(MAX_LINE_CHARS + 1)):
-            scanned += len(line)
-            if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
-                while (rest := file.readline(65536)) and not rest.endswith("\n"):
-                    scanned += len(rest)  # the rest of a long line is skipped, not kept
-                    if scanned > MAX_READ_SCAN:
-                        break
-            if total >= start:
-                line = line.rstrip("\r\n")
-                chosen.append(line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " [line truncated]")
-            total += 1
-            if scanned > MAX_READ_SCAN:
-                return chosen, total, True
-    return chosen, total, False
-
-
-def _text(ws: Workspace, path: Path, raw: str) -> str:
-    with _reading(raw):
-        with open_regular(path, within=ws) as file:  # at most one byte past the bound: a file may grow as it is read
-            data = file.read(MAX_EDIT_BYTES + 1)
-        if len(data) > MAX_EDIT_BYTES:
-            raise ToolException(f"file_path {raw!r} is over {MAX_EDIT_BYTES:,} bytes, more than Edit rewrites: "
-                                "use Bash (sed) on a file this big")
-        return str(data.decode("utf-8")).replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
 
 
 @contextlib.contextmanager

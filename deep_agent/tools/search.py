@@ -203,12 +203,29 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
             raise ToolException(f"path {ws.shown(folder)!r}: not a folder; Glob lists the files below a folder")
         if Path(pattern).is_absolute():
             raise ToolException("pattern must be relative to path (for example '**/*.py')")
-        found, timed_out = _globbed(ws, folder, _walkable(ws, folder, pattern))
+        depth = len(folder.relative_to(ws.root).parts)  # a ``..`` climbing out (``../../../**/*`` walks the disk)
+        for segment in pattern.split("/"):
+            if segment == "..":
+                depth -= 1
+                if depth < 0:
+                    raise ToolException(f"pattern {pattern[:200]!r} climbs out of the workspace with '..': "
+                                        "only paths inside it can be listed")
+            elif segment not in ("", ".", "**"):
+                depth += 1
+        try:
+            start, segments, dirs_only = walkable_from(folder, pattern)
+            walk = GlobWalk(start, segments, dirs_only=dirs_only, skipped=_SKIPPED_DIRS,
+                            deadline=time.monotonic() + GLOB_SECONDS)
+            matches = (p for p in walk if ws.holds(p) and not (
+                p.is_relative_to(ws.root) and _SKIPPED_DIRS.intersection(p.relative_to(ws.root).parts)))
+            found = list(islice(matches, MAX_GLOB_SCANNED + 1))
+        except (ValueError, OSError, RecursionError) as exc:
+            raise ToolException(f"pattern {pattern!r}: {exc}") from None
         stopped = len(found) > MAX_GLOB_SCANNED
         found = found[:MAX_GLOB_SCANNED]
         found.sort(key=lambda p: p.stat().st_mtime if p.exists() else 0, reverse=True)
         lines = [ws.shown(p) for p in found[:MAX_MATCHES]]
-        if timed_out:
+        if walk.timed_out:
             lines.append(f"... [stopped looking after {GLOB_SECONDS:g} s: narrow the pattern or path]")
         elif stopped:
             lines.append(f"... [stopped looking after {MAX_GLOB_SCANNED} matches: narrow the pattern or path]")
@@ -267,34 +284,6 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
         _tool(ws, glob, "Glob", GlobInput, "Find files of the workspace by glob pattern, newest first."),
         _tool(ws, grep, "Grep", GrepInput, "Search file contents of the workspace with a regular expression."),
     ]
-
-
-def _globbed(ws: Workspace, folder: Path, pattern: str) -> tuple[list[Path], bool]:
-    """Up to one more than :data:`MAX_GLOB_SCANNED` matches in the workspace, and whether the deadline cut the walk."""
-    try:
-        start, segments, dirs_only = walkable_from(folder, pattern)
-        walk = GlobWalk(start, segments, dirs_only=dirs_only, skipped=_SKIPPED_DIRS,
-                        deadline=time.monotonic() + GLOB_SECONDS)
-        matches = (p for p in walk if ws.holds(p) and not (
-            p.is_relative_to(ws.root) and _SKIPPED_DIRS.intersection(p.relative_to(ws.root).parts)))
-        found = list(islice(matches, MAX_GLOB_SCANNED + 1))
-    except (ValueError, OSError, RecursionError) as exc:
-        raise ToolException(f"pattern {pattern!r}: {exc}") from None
-    return found, walk.timed_out
-
-
-def _walkable(ws: Workspace, folder: Path, pattern: str) -> str:
-    """``pattern``, refused if its ``..`` parts can climb above the workspace (``../../../**/*`` walks the disk)."""
-    depth = len(folder.relative_to(ws.root).parts)
-    for segment in pattern.split("/"):
-        if segment == "..":
-            depth -= 1
-            if depth < 0:
-                raise ToolException(f"pattern {pattern[:200]!r} climbs out of the workspace with '..': "
-                                    "only paths inside it can be listed")
-        elif segment not in ("", ".", "**"):
-            depth += 1
-    return pattern
 
 
 def pattern_size(pattern: str) -> float:

@@ -84,11 +84,9 @@ def shell_tools(ws: Workspace, sandbox: Sandbox | None = None, *,
                        "it would run outside the sandbox; remove them]")
         return answer
 
-    where = "Run a shell command in the workspace folder."
-    if sandbox is not None:
-        where = ("Run a shell command in the workspace folder, in a sandbox: only the workspace can be "
-                 "written (not .git or agent files); your home folder and /tmp are empty"
-                 + ("" if sandbox.network else "; no network") + ".")
+    where = "Run a shell command in the workspace folder" + ("" if sandbox is None else (
+        ", in a sandbox: only the workspace can be written (not .git or agent files); your home folder and /tmp "
+        "are empty" + ("" if sandbox.network else "; no network"))) + "."
     if rules is not None:
         where += " Only these commands are allowed: " + ", ".join(f"Bash({r})" for r in rules.rules) + \
             " (one command: no ; & | ` $ ( ) < > or newline)."

@@ -147,14 +147,9 @@ def lmode(name: str, folder: int | None) -> int:
 
 
 class Workspace:
-    """A resolved folder; :meth:`path` confines a path to it.
-
-    Args:
-        root: the folder (default: the current one). It must exist.
-        max_output_chars: the most characters one tool result may hold.
-        protected: what no tool may write (default: :meth:`Protected.of` the root, computed here once).
-        allow_home: accept a root that is, or holds, the home folder (refused by default).
-    """
+    """A resolved, existing folder (``root``, default: the current one); :meth:`path` confines a path to it.
+    ``max_output_chars`` bounds one tool result; ``protected``: what no tool may write (default: :meth:`Protected.of`
+    the root, computed here once); ``allow_home``: accept a root that is, or holds, the home folder."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *,
                  max_output_chars: int = MAX_OUTPUT_CHARS, protected: Protected | None = None,
