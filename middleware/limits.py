@@ -153,12 +153,16 @@ class ForcedDelegation:
         self.allowed = [setting.agent] if setting.agent is not None else list(names)
         self.detected: Mechanism | None = None  # What auto found works, once it has found out.
 
+    def applies(self, request: ModelRequest[ContextT]) -> bool:
+        """The first call of the turn, with ``task`` offered (not withdrawn by a limit)."""
+        offered = any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
+        return offered and is_first_call_of_turn(request.messages)
+
     def plan(self, request: ModelRequest[ContextT]
              ) -> Generator[Any, ModelResponse[ResponseT], ModelCallResult[ResponseT]]:
-        """The parent's model call, forced on the turn's first with ``task`` offered (not withdrawn by a limit): a plan
-        for :mod:`subagents.plans` (a step that is a function is work to do off the event loop)."""
-        if not (any(getattr(t, "name", None) == TASK_TOOL_NAME for t in request.tools)
-                and is_first_call_of_turn(request.messages)):
+        """The parent's model call, forced where it :meth:`applies` (a plan for :mod:`subagents.plans`; a step that
+        is a function is work to do off the event loop)."""
+        if not self.applies(request):
             return (yield request)
         # In ``auto`` mode, a server that says it parses no tool calls gets ``response_format`` at once.
         if self.setting.mechanism == "auto" and self.detected is None:
