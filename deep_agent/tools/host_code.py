@@ -11,6 +11,7 @@ import importlib.machinery
 import importlib.metadata
 import os
 import re
+import secrets
 import shlex
 import stat
 import sys
@@ -219,7 +220,7 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
 
 _SCRIPT_DIR = re.compile(r"\"?(\$\(\s*dirname\s+\"?\$\{?0\}?\"?\s*\)|`dirname\s+\"?\$0\"?`)\"?")
 _IMPORTS = re.compile(r"(?:^|[;\s])(?:from|import)\s+([A-Za-z_]\w*)")
-_AT = f"\x00in-{os.getpid()}-{id(object())}"  # no text read has it: a NUL never reaches a word
+_AT = f"\x00in-{secrets.token_hex(16)}"  # unguessable: no text a checkout holds can move the reader's folder
 _PREFIXES = frozenset({"then", "else", "elif", "do", "if", "while", "until", "command", "builtin", "time"})
 
 
