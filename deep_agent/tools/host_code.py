@@ -164,8 +164,7 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
     bases = [base]
     command: list[str] = []
     exported: list[str] = []
-    subshells: list[tuple[list[Path], list[str]]] = []  # what a `( ... )` ends: its cd and export stay inside
-    cases = 0  # a `case` pattern's `)` ends no subshell
+    subshells: list[list[Path]] = []  # the folders before a `( ... )`: a script read in its own gives them back
     values: dict[str, str | None] = {}
     todo = [";", *reversed(words)]  # a stack: what a command runs is read next
     while todo:
@@ -177,7 +176,6 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
                 todo.pop()
             continue
         if word not in _OPERATORS:
-            cases += (word == "case") - (word == "esac") if not command else 0
             command.append(word)
             continue
         if command[:1] == [_AT]:  # the folder a script or a command text it runs is read in
@@ -211,10 +209,12 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
             if inline:  # read before the word that ended the command: `(cd app && sh ../lint.sh)` reads it in app
                 todo += [word, ";", *reversed(inline)]
                 continue
+        # Folders and exports only add up: a subshell's cd may be read outside it, never one dropped early (a case
+        # pattern's `)`, a heredoc's text) nor after it.
         if word == "(":
-            subshells.append((list(bases), list(exported)))
-        elif word == ")" and subshells and not cases:
-            bases, exported = subshells.pop()
+            subshells.append(list(bases))
+        elif word == ")" and subshells:
+            bases = [*(before := subshells.pop()), *(b for b in bases if b not in before)]
         command = []
 
 

@@ -580,8 +580,8 @@ def _direnv_loads(envrc: Path, root: Path) -> Iterator[Path]:
         read.add(file)
         yield file
         text = read_regular(file if not file.is_dir() else file / ".envrc", 1 << 20).decode("utf-8", "replace")
-        todo += command_files(shell_words(script_text(text)), file.parent, root)  # what any command of it names
-        for command, _ in simple_commands(shell_words(script_text(text)), file.parent):
+        todo += command_files(words := shell_words(script_text(text)), file.parent, root)  # what any command names
+        for command, _ in simple_commands(words, file.parent):
             if (default := _DIRENV.get(command[0])) is not None:
                 folders = file.parent.parents if command[0].startswith("source_up") else [file.parent]
                 for arg in command[1 + (command[0] == "path_add"):] or [default]:

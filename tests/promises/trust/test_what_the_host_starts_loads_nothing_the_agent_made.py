@@ -152,6 +152,8 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
      "mytool.py"),
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\nsh tools/check.sh\n",  # a script's own folder, as it names it
           "tools/check.sh": 'cd "$(dirname "$0")"\npython3 -m mytool\n'}, "tools/mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\n(cd sub && cat <<EOF\n)\nEOF\npython3 -m mytool)\n",
+          "sub/a.py": "x\n"}, "sub/mytool.py"),  # a `)` in a heredoc's text ends no folder
 ]
 
 
