@@ -209,6 +209,12 @@ def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
     return tokens
 
 
+def sent_estimate(messages: Any, tools: Any = ()) -> int:
+    """A call's prompt as :meth:`TaskMeter._sent` estimates it: ``messages``, and ``tools`` as their schemas."""
+    schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in tools]
+    return prompt_estimate(messages, {"tools": schemas})
+
+
 MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 16.0  # tokenizers differ this much; a hostile report moves no further
 LEARNED_SCALE_MARGIN = 1.1  # a ratio learned on a short prompt understates a long one's by up to ~10%
 
@@ -1236,8 +1242,7 @@ class WrapUp(ModelCallPlan, AgentMiddleware):
         if meter.max_tokens is not None or meter.max_usd is not None or meter.budget is not None:
             extras = meter.extras_estimate
             if extras is None:  # the first call: its tool schemas, as TaskMeter._sent counts them
-                schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
-                extras = prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
+                extras = sent_estimate((), request.tools) - estimate_tokens(())
             estimate = estimate_tokens([request.system_message, *request.messages]) + extras
         name = getattr(request.model, "model_name", None) or getattr(request.model, "model", None)
         stop = meter.last_call(estimate, name if isinstance(name, str) and name else None)

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mappin
 from typing import TYPE_CHECKING, Any, cast, get_args
 
 from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, SystemMessage
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, GraphRecursionError, ParentCommand
 from langgraph.types import Interrupt
@@ -42,6 +42,7 @@ from subagents.boundary import (
     WorkHolder,
     call_returned,
     changed_keys,
+    child_tools,
     is_forbidden_tool,
     langchain_private_state_keys,
     running_in,
@@ -81,6 +82,7 @@ from subagents.metering import (
     meter_for,
     metered_apart,
     run_prices,
+    sent_estimate,
     token_count,
     unknown_model_price,
 )
@@ -389,6 +391,7 @@ class Delegation:
     started_at: float
     started_clock: float
     graph: Any = None
+    spec: Any = None
     inputs: dict[str, Any] = dataclasses.field(default_factory=dict)
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
     meter: TaskMeter | None = None
@@ -422,7 +425,7 @@ class Delegation:
 
     def resolve(self, spec: Any, graph: Any, prepare: Callable[[], ChildInput], record_extra: dict[str, Any]) -> None:
         """The child graph, what makes its isolated input, and the limits it runs under."""
-        self.graph, self.prepare, self.record_extra = graph, prepare, record_extra
+        self.spec, self.graph, self.prepare, self.record_extra = spec, graph, prepare, record_extra
         self.short_answer_threshold = getattr(spec, "short_answer_threshold", None)
         built = not isinstance(spec, CompiledSubagent)
         # create_agent bakes in 9,999 steps, which is no choice at all: a child without a limit of
@@ -503,8 +506,9 @@ class Delegation:
 
     def checkpointed_usage(self, given: int) -> dict[str, Any]:
         """What the earlier segments of a task paused for approval spent, as its child's checkpoint holds it: its
-        model calls (the messages after the ``given`` ones), each charged as the meter would, at least the estimate
-        of its messages where its report is far below it (what the prompt held besides is not in the checkpoint)."""
+        model calls (the messages after the ``given`` ones), each charged as the meter would, at least its estimate
+        where its report is far below it: with the system prompt and tool schemas its spec gives (the checkpoint
+        holds neither)."""
         saver = (self.call.parent_config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
         key = None if self.thread_id is None else str(self.thread_id)
         saved = None if saver is None else saver.get_tuple({CONF: {"thread_id": key, "checkpoint_ns": self.namespace}})
@@ -513,7 +517,10 @@ class Delegation:
         spent: dict[str, Any] = {**dict.fromkeys(COUNTS, 0), "cost_usd": 0.0, "priced_as": []}
         prices = self.meter.prices if self.meter is not None else None
         messages = child_messages(saver, saved)
-        prompt = estimate_tokens(messages[:given])
+        spec = self.spec  # its tool names the parent lacks were reported as its graph was built
+        tools = child_tools(spec.tools, spec.disallowed_tools, self.call.parent_tools, on_unknown=lambda *_: None) \
+            if isinstance(spec, SubagentSpec) else []
+        prompt = sent_estimate([SystemMessage(getattr(spec, "system_prompt", "")), *messages[:given]], tools)
         for message in messages[given:]:
             if isinstance(message, AIMessage):
                 usage: Mapping[str, Any] = message.usage_metadata or {}

@@ -7,9 +7,10 @@ import asyncio
 from typing import Any
 
 import pytest
+from helpers.billing import BillingModel
 from helpers.graphs import call, checkpointer, records, user
 from langchain_core.messages import AIMessage
-from langchain_core.tools import tool
+from langchain_core.tools import StructuredTool, tool
 from langgraph.types import Command
 
 from deep_agent import create_deep_agent
@@ -23,6 +24,32 @@ def lookup(q: str) -> str:
     return "a fact"
 
 
+def _resumed(mode: str, tmp_path: Any, spec: dict[str, Any], *, kind: str = "memory", thread: str = "t",
+             description: str = "dig", prices: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The record of a child (``spec``: its model and limits) whose every approval pause a new agent object resumes."""
+    def build(saver: Any) -> Any:
+        parent = ScriptedChatModel(responses=[{"tool_calls": [tool_call("task", description=description,
+                                                                        subagent_type="r")]}], default="done")
+        specs = [{"name": "r", "description": "r", "tools": ["lookup"], "wrap_up": False,
+                  "interrupt_on": {"lookup": True}, **spec}]
+        return create_deep_agent(parent, [lookup], subagents=specs, checkpointer=saver,
+                                 settings=DelegationSettings.of(prices=prices))
+
+    async def go() -> dict[str, Any]:
+        config = {"configurable": {"thread_id": thread}}
+        async with checkpointer(kind, mode, tmp_path) as saver:
+            out = await call(mode, build(saver), user("go"), config)
+            for _ in range(12):
+                if "__interrupt__" not in out:
+                    break
+                out = await call(mode, build(saver), Command(resume={"decisions": [{"type": "approve"}]}), config)
+        assert "__interrupt__" not in out
+        (record,) = records(out)
+        return record
+
+    return asyncio.run(go())
+
+
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_caps_and_the_record_hold_when_a_new_agent_object_resumes_each_pause(kind, mode, tmp_path):
@@ -33,35 +60,18 @@ def test_caps_and_the_record_hold_when_a_new_agent_object_resumes_each_pause(kin
     child = ScriptedChatModel(default={"tool_calls": [tool_call("lookup", q="t")],
                                        "response_metadata": {"model_name": "my-deployment"}})
 
-    def build(saver: Any, spec: dict[str, Any]) -> Any:
-        parent = ScriptedChatModel(responses=[{"tool_calls": [tool_call("task", description="dig", subagent_type="r")]}],
-                                   default="done")
-        specs = [{"name": "r", "description": "r", "model": child, "tools": ["lookup"], "wrap_up": False,
-                  "interrupt_on": {"lookup": True}, **spec}]
-        return create_deep_agent(parent, [lookup], subagents=specs, checkpointer=saver,
-                                 settings=DelegationSettings.of(prices={"scripted": (1000.0, 1000.0)}))
+    def go(limits: dict[str, Any], thread: str) -> dict[str, Any]:
+        return _resumed(mode, tmp_path, {"model": child, **limits}, kind=kind, thread=thread,
+                        prices={"scripted": (1000.0, 1000.0)})
 
-    async def go(spec: dict[str, Any], thread: str) -> dict[str, Any]:
-        config = {"configurable": {"thread_id": thread}}
-        async with checkpointer(kind, mode, tmp_path) as saver:
-            out = await call(mode, build(saver, spec), user("go"), config)
-            for _ in range(12):
-                if "__interrupt__" not in out:
-                    break
-                out = await call(mode, build(saver, spec), Command(resume={"decisions": [{"type": "approve"}]}), config)
-        assert "__interrupt__" not in out
-        (record,) = records(out)
-        return record
-
-    record = asyncio.run(go({"max_turns": 3}, "turns"))
+    record = go({"max_turns": 3}, "turns")
     assert (record["stop_reason"], record["model_calls"], len(child.calls)) == ("max_turns", 3, 3)
     child.calls.clear()
-    record = asyncio.run(go({"max_turns": 50, "max_tokens": 250}, "tokens"))
+    record = go({"max_turns": 50, "max_tokens": 250}, "tokens")
     assert record["stop_reason"] == "budget" and record["model_calls"] == len(child.calls) < 12
     child.calls.clear()
-    record = asyncio.run(go({"max_turns": 50, "max_budget_per_run": 0.5}, "dollars"))
+    record = go({"max_turns": 50, "max_budget_per_run": 0.5}, "dollars")
     assert record["stop_reason"] == "budget" and record["model_calls"] == len(child.calls) < 12
-
 
 
 def _named_cheap(messages: Any) -> AIMessage:
@@ -76,28 +86,23 @@ def test_a_call_read_back_from_the_checkpoint_is_not_priced_by_its_replys_name(m
     # Its reply's name, if priced, was its price: replies naming a model priced 100,000x cheaper than the one
     # they were sent to were recovered at that price, and a new agent object per resume passed a $0.50 cap.
     child = ScriptedChatModel(default=_named_cheap)
-    prices = {"scripted": (100.0, 100.0), "cheap": (0.001, 0.001)}
-
-    def build(saver: Any) -> Any:
-        parent = ScriptedChatModel(responses=[{"tool_calls": [tool_call("task", description="dig " * 1500,
-                                                                        subagent_type="r")]}], default="done")
-        specs = [{"name": "r", "description": "r", "model": child, "tools": ["lookup"], "wrap_up": False,
-                  "interrupt_on": {"lookup": True}, "max_turns": 50, "max_budget_per_run": 0.5}]
-        return create_deep_agent(parent, [lookup], subagents=specs, checkpointer=saver,
-                                 settings=DelegationSettings.of(prices=prices))
-
-    async def go() -> dict[str, Any]:
-        config = {"configurable": {"thread_id": "t"}}
-        async with checkpointer("memory", mode, tmp_path) as saver:
-            out = await call(mode, build(saver), user("go"), config)
-            for _ in range(12):
-                if "__interrupt__" not in out:
-                    break
-                out = await call(mode, build(saver), Command(resume={"decisions": [{"type": "approve"}]}), config)
-        assert "__interrupt__" not in out
-        (record,) = records(out)
-        return record
-
-    record = asyncio.run(go())
+    record = _resumed(mode, tmp_path, {"model": child, "max_turns": 50, "max_budget_per_run": 0.5},
+                      description="dig " * 1500, prices={"scripted": (100.0, 100.0), "cheap": (0.001, 0.001)})
     assert record["stop_reason"] == "budget" and record["model_calls"] == len(child.calls) <= 3
     assert "cheap" not in record["priced_as"]
+
+
+MANUAL = StructuredTool.from_function(lambda: "", name="manual", description="rule " * 8_000)  # ~10,000 tokens
+
+
+@pytest.mark.parametrize("prefix", [{"system_prompt": "rule " * 8_000}, {"tools": ["lookup", MANUAL]}],
+                         ids=["system prompt", "tool schemas"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_call_read_back_from_the_checkpoint_is_charged_its_system_prompt_and_tool_schemas(mode, prefix, tmp_path):
+    # The checkpoint holds neither: each call read back was charged its messages alone, so a child whose calls
+    # are mostly a ~10,000-token system prompt or tool schemas counted 24 tokens for three calls. Its reports are
+    # far below its prompts: each call is charged as the meter estimates it.
+    child = BillingModel(default={"tool_calls": [tool_call("lookup", q="t")]}, density=0.001)
+    record = _resumed(mode, tmp_path, {"model": child, "max_turns": 3, **prefix})
+    assert record["model_calls"] == len(child.calls) == 3
+    assert record["charged_input_tokens"] >= 3 * 10_000, record["charged_input_tokens"]
