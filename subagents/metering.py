@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import decimal
 import functools
+import itertools
 import json
 import logging
 import math
@@ -787,7 +788,8 @@ class TaskMeter(BaseCallbackHandler):
             except BudgetExceeded:
                 self._give_back_own(own)
                 raise
-        return _Call(name, priced, estimate, *held, time.monotonic(), own, _sent_as(prompt, kwargs))
+        _LAST_SENT.set(mark := next(_MARKS))
+        return _Call(name, priced, estimate, *held, time.monotonic(), own, _sent_as(prompt, kwargs), mark)
 
     def _hold_own(self, estimate: int, name: str | None,
                   priced: tuple[str, tuple[float, float]] | None) -> tuple[int, float]:
@@ -809,10 +811,12 @@ class TaskMeter(BaseCallbackHandler):
             self._own_held = (max(0, self._own_held[0] - own[0]), max(0.0, self._own_held[1] - own[1]))
 
     def _release(self, run_id: Any, call: _Call | None = None) -> _Call | None:
-        """The call ended (``call``, else the run id's first), its holds given back; ``None``: not running here."""
+        """The call ended (``call``, else the run id's last started here, else its first), its holds given back;
+        ``None``: not running here. Its own: of calls sharing a run id, the price and holds of the one that ended."""
+        mark = _LAST_SENT.get()
         with self._lock:
             running = self._calls.get(run_id, [])
-            if (call := call or next(iter(running), None)) not in running:
+            if (call := call or next((c for c in running if c.mark == mark), next(iter(running), None))) not in running:
                 return None
             running.remove(call)
             if not running:
@@ -1084,6 +1088,13 @@ class _Call(NamedTuple):
     started: float = 0.0
     own: tuple[int, float] = (0, 0.0)  # what the task's own limits hold for it
     sent: tuple[Any, Any] = (None, None)  # see _sent_as
+    mark: int = 0  # see _LAST_SENT
+
+
+# The mark of the last call started in this context. A call's end is reported in its start's context (or a copy of
+# it, LangChain's shielded async end): of calls sharing a run id (a config reused at once), its own entry.
+_LAST_SENT: contextvars.ContextVar[int] = contextvars.ContextVar("subagents_last_sent", default=0)
+_MARKS = itertools.count(1)
 
 
 def _sent_as(prompt: Any, kwargs: dict[str, Any]) -> tuple[Any, Any]:

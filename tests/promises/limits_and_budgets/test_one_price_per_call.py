@@ -9,6 +9,9 @@ price of the model it was sent to, whatever name its reply gives.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import uuid
 from typing import Any
 
 import pytest
@@ -25,7 +28,7 @@ from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import Budget
-from subagents.metering import TaskMeter, call_price, reply_price
+from subagents.metering import RunMeter, TaskMeter, call_price, cost_of, reply_price
 from subagents.outcome import stopped_by_limit
 from subagents.settings import DelegationSettings
 
@@ -452,3 +455,38 @@ def test_a_call_whose_start_was_not_seen_is_priced_at_the_dearest_not_by_its_rep
                       response_metadata={"model_name": "cheap"})
     TaskMeter(budget=budget).on_llm_end(LLMResult(generations=[[ChatGeneration(message=reply)]]), run_id="r")
     assert budget.usd == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize("meter_type", [TaskMeter, RunMeter])
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_calls_sharing_a_run_id_are_each_charged_their_own_price_whatever_order_they_end_in(meter_type, mode):
+    # A config reused (its run_id too) for two calls at once to two models: the first to end took the first to
+    # start's entry, so each was charged at the other's price: the dear model's long answer at the cheap price.
+    prices = {"dear": (100.0, 100.0), "cheap": (0.01, 0.01)}
+    budget = Budget(max_usd=1_000.0, prices=prices)
+    meter = meter_type(budget=budget)
+    dear = BillingModel(default="word " * 8_000, model_name="dear", latency_s=1.0)  # started first, ends last
+    cheap = BillingModel(default="ok", model_name="cheap")
+    config = {"callbacks": [meter], "run_id": uuid.uuid4()}
+
+    def dear_started() -> bool:
+        return meter.model_calls == 1
+
+    if mode == "invoke":
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            first = pool.submit(dear.invoke, "x" * 400, config=config)
+            wait_for(dear_started)
+            cheap.invoke("y" * 400, config=config)
+            first.result()
+    else:
+        async def main() -> None:
+            first = asyncio.create_task(dear.ainvoke("x" * 400, config=config))
+            while not dear_started():
+                await asyncio.sleep(0.01)
+            await cheap.ainvoke("y" * 400, config=config)
+            await first
+
+        asyncio.run(main())
+    assert (budget.reserved, meter.model_calls) == (0, 2) and budget.reserved_usd == pytest.approx(0.0, abs=1e-9)
+    expected = sum(cost_of(prices, model.model_name, *model.billed[0]) for model in (dear, cheap))
+    assert budget.usd == pytest.approx(expected), (budget.usd, expected)
