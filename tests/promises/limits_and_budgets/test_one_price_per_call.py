@@ -465,7 +465,18 @@ def test_calls_sharing_a_run_id_are_each_charged_their_own_price_whatever_order_
     prices = {"dear": (100.0, 100.0), "cheap": (0.01, 0.01)}
     budget = Budget(max_usd=1_000.0, prices=prices)
     meter = meter_type(budget=budget)
-    dear = BillingModel(default="word " * 8_000, model_name="dear", latency_s=1.0)  # started first, ends last
+
+    class EndsLast(BillingModel):  # started first, it answers only once the other call was charged
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            wait_for(lambda: budget.usd > 0)
+            return super()._generate(*args, **kwargs)
+
+        async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+            while not budget.usd:
+                await asyncio.sleep(0.01)
+            return await super()._agenerate(*args, **kwargs)
+
+    dear = EndsLast(default="word " * 8_000, model_name="dear")
     cheap = BillingModel(default="ok", model_name="cheap")
     config = {"callbacks": [meter], "run_id": uuid.uuid4()}
 
