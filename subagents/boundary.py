@@ -195,6 +195,10 @@ def _reachable(value: Any, code: set[int], *, copied: bool = False) -> dict[int,
             with contextlib.suppress(ReferenceError):  # a proxy forwards getattr: the method is bound to its object
                 stack.append(getattr(item.__sizeof__, "__self__", None))
         parts = gc.get_referents(item) + ([item.tzinfo] if isinstance(item, _ZONED) else [])
+        if kind.__dictoffset__ and not isinstance(item, type):  # an instance's attributes may live inline, its
+            # ``__dict__`` made only when asked: made now, a copy's ``__deepcopy__`` handing it on holds an original
+            with contextlib.suppress(Exception):
+                parts.append(object.__getattribute__(item, "__dict__"))
         if kind is types.FunctionType:  # its globals are its module's, every function's of it; its closure its own
             shared = {id(item.__globals__), id(item.__builtins__), id(item.__code__)}
             parts = [part for part in parts if id(part) not in shared]

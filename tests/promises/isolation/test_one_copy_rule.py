@@ -881,3 +881,24 @@ def test_a_forks_inherited_history_holding_another_keys_original_fails_naming_it
                AIMessage("", tool_calls=[{"id": "t1", "name": "task", "args": {}}])]
     with pytest.raises(SubagentsError, match=r"\('messages'\) cannot be copied \(its deep copy holds the original"):
         ChildInput.of({"messages": history, "a": accounts}, "go", frozenset(), fork=True, tool_call_id="t1")
+
+
+class SharesItsDict:
+    """A ``__deepcopy__`` that hands its copy the original's ``__dict__``: never asked for before the copy, that
+    dict did not exist (the attributes lived inline), so no walk of the original could know it."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SharesItsDict:
+        new = SharesItsDict.__new__(SharesItsDict)
+        new.__dict__ = self.__dict__
+        return new
+
+
+@pytest.mark.parametrize("before", [0, 3])
+def test_a_copy_handed_the_originals_attributes_is_withheld_never_shared(before):
+    state = {**{f"k{i}": [i] for i in range(before)}, "counter": SharesItsDict()}
+    copies, withheld = own_copies(state)
+    assert withheld == {"counter": "cannot be copied (its deep copy holds the original dict)"}
+    assert set(copies) == set(state) - {"counter"}
