@@ -105,8 +105,6 @@ def spawned(build: Build, pasta: str | None, record: str | None = None, keep: tu
                     child = int(json.loads(text := info.read())["child-pid"])
                 except (ValueError, KeyError, TypeError):
                     raise SpawnFailed(f"bwrap did not start: {text[:200]!r}", "bwrap") from None
-                if record is not None:
-                    Path(record, SANDBOX_PID).write_text(str(child))
                 joined = _connect(pasta, child, record) if pasta is not None else None
             except BaseException:
                 process.kill()
@@ -190,7 +188,7 @@ def _opened(path: str, opened: dict[str, int]) -> int:
     return fd
 
 
-SANDBOX_PID, PASTA_PID = "sandbox.pid", "pasta.pid"
+PASTA_PID = "pasta.pid"
 
 STARTED_FD = 200
 """Where the launcher's command (a hook, a server) says it started inside the sandbox (:data:`STARTED`): a
@@ -199,17 +197,32 @@ STARTED = f"printf x >&{STARTED_FD} 2>/dev/null; exec {STARTED_FD}>&-; "
 
 
 def end_recorded(record: str) -> None:
-    """End the sandbox and pasta :func:`spawned` wrote to ``record``, each if still the one started: a launcher
-    killed outright could not (bubblewrap reads the end of ``--block-fd`` as leave to go on; pasta outlives it)."""
-    for name, program, how in ((SANDBOX_PID, b"bwrap", signal.SIGKILL), (PASTA_PID, b"pasta", signal.SIGTERM)):
-        with contextlib.suppress(OSError, ValueError):
-            pid = int(Path(record, name).read_text())
-            process = os.pidfd_open(pid)
-            try:
-                if os.path.basename(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]) == program:
-                    signal.pidfd_send_signal(process, how)
-            finally:
-                os.close(process)
+    """End the launcher's sandbox (every process still bubblewrap's, named by :func:`tag`) and the pasta
+    :func:`spawned` wrote to ``record``, if still the one started: a launcher killed outright could not (bubblewrap
+    reads the end of ``--block-fd`` as leave to go on; pasta outlives it). Killed before bubblewrap let its child
+    go on, its child (no pid told yet) waited for ever for it: bubblewrap ends with the launcher (a death signal)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        _end(int(pid), lambda program: program == os.fsencode(tag(record)), signal.SIGKILL)
+    with contextlib.suppress(OSError, ValueError):
+        _end(int(Path(record, PASTA_PID).read_text()), lambda program: os.path.basename(program) == b"pasta",
+             signal.SIGTERM)
+
+
+def tag(record: str) -> str:
+    """The launcher's bubblewrap's ``argv[0]``: what its processes (its own, its child until the command runs, the
+    sandbox's first process) show in ``/proc/PID/cmdline``, one launcher's alone."""
+    return os.path.join(record, "bwrap")
+
+
+def _end(pid: int, program: Callable[[bytes], bool], how: int) -> None:
+    """``how`` sent to ``pid`` if its ``argv[0]`` is ``program``'s, read once it is held (not a pid since reused)."""
+    with contextlib.suppress(OSError):
+        process = os.pidfd_open(pid)
+        try:
+            if program(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]):
+                signal.pidfd_send_signal(process, how)
+        finally:
+            os.close(process)
 
 
 def _connect(pasta: str, pid: int, record: str | None) -> int:
@@ -330,8 +343,8 @@ def main(args: list[str]) -> int:
         if hashlib.sha256(data).hexdigest() != digest:
             raise SpawnFailed(f"its argv file was changed: {path}", "bwrap")
         bwrap = list(map(os.fsdecode, data.split(b"\0")))
-        with spawned(lambda sync, seccomp: [bwrap[0], *fd_options(sync, seccomp), *bwrap[1:]], pasta,
-                     record, keep=(STARTED_FD,), preexec_fn=_dies_with_parent(os.getpid())) as process:
+        with spawned(lambda sync, seccomp: [tag(record), *fd_options(sync, seccomp), *bwrap[1:]], pasta, record,
+                     keep=(STARTED_FD,), executable=bwrap[0], preexec_fn=_dies_with_parent(os.getpid())) as process:
             os.close(STARTED_FD)
             started.append(process)
             if ended:

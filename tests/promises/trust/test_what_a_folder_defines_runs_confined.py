@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -236,6 +237,45 @@ def test_a_confined_hook_or_server_that_is_ended_leaves_no_process_nor_placehold
     confined(runner, route)
     assert gone("sleep 777") and set(running("/pasta ")) <= pastas  # pasta ended with each
     assert sorted(os.listdir(ws)) == before  # each placeholder removed
+
+
+def test_a_launcher_killed_while_bubblewrap_sets_the_sandbox_up_leaves_no_process(runner, home):
+    # bubblewrap's child (the sandbox's first process, its command line the command's) waits for bubblewrap to let
+    # it go on: a launcher killed before (bubblewrap ends by its death signal) left it waiting for ever, unrecorded.
+    # Held there by ptrace: bubblewrap stopped right after that fork, the launcher killed.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    cont, detach, options, message, every = 7, 17, 0x4200, 0x4201, 0x40000000  # PTRACE_*, __WALL
+
+    def ptrace(request: int, pid: int, data: int | None = None) -> None:
+        assert libc.ptrace(request, pid, None, data) == 0, os.strerror(ctypes.get_errno())
+
+    def forked(pid: int) -> int:  # pid's next stop is a fork's: the new process, at its first stop
+        os.waitpid(pid, every)
+        child = ctypes.c_ulong()
+        ptrace(message, pid, ctypes.addressof(child))
+        os.waitpid(child.value, every)
+        return child.value
+
+    def route(ws: Path) -> None:
+        builtin_tools(Workspace(ws), bash=Sandbox.find())
+        with launch(["sh", "-c", "sleep 7770"]) as (argv, env):
+            launcher = subprocess.Popen(argv, env=env, preexec_fn=lambda: libc.ptrace(0, 0, None, None))  # TRACEME
+            os.waitpid(launcher.pid, every)  # at its exec
+            ptrace(options, launcher.pid, 2 | 8 | 16)  # PTRACE_O_TRACEFORK, _TRACECLONE, _TRACEEXEC
+            ptrace(cont, launcher.pid)
+            bwrap = forked(launcher.pid)
+            ptrace(cont, bwrap)
+            os.waitpid(bwrap, every)  # at its exec
+            ptrace(cont, bwrap)
+            ptrace(detach, forked(bwrap))  # on to wait for bubblewrap
+            assert running("sleep 7770")
+            launcher.kill()
+            launcher.wait()
+            os.waitpid(bwrap, every)  # ended by its death signal
+        assert gone("sleep 7770")
+
+    confined(runner, route)
 
 
 def test_no_value_a_confined_command_gets_is_on_a_command_line(tmp_path, monkeypatch):
