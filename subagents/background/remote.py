@@ -537,8 +537,14 @@ class RemoteTaskRunner:
         spec = self.specs[agent_type]
         about = {"parent_thread_id": parent_thread_id, "agent_type": agent_type, "tool_call_id": tool_call_id,
                  TASK_ID_METADATA_KEY: task_id, "attempt": attempt}
+        # Run to its answer even if this caller is cancelled (a run-create sent may be made whether or not its answer
+        # is read); listed for wait_for_starts until answered.
+        job = asyncio.ensure_future(self._start(spec, task_thread_id(task_id, attempt), about, description))
+        if isinstance(parent_thread_id, str) and isinstance(tool_call_id, str):
+            self._in_flight[key := (parent_thread_id, tool_call_id)] = job
+            job.add_done_callback(functools.partial(self._landed, key))
         try:
-            thread_id, run = await self._started(spec, task_thread_id(task_id, attempt), about, description)
+            thread_id, run = await asyncio.shield(job)
             run_id_of(run)
         except (ServerUnavailable, RemoteConfigError, RemoteStartError):
             raise
@@ -546,18 +552,6 @@ class RemoteTaskRunner:
             raise RemoteStartError(spec.server, _reason(exc)) from None
         return _new_run(run, thread_id=thread_id, parent_thread_id=parent_thread_id, owner=None, attempt=attempt,
                         turns=1, started_at=now())
-
-    async def _started(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any],
-                       description: str) -> tuple[str, Any]:
-        """:meth:`_start`, run to its answer even if its caller is cancelled (a run-create sent may be made whether or
-        not its answer is read); listed for :meth:`wait_for_starts` until answered."""
-        job = asyncio.ensure_future(self._start(spec, thread_id, about, description))
-        parent, call = about.get("parent_thread_id"), about.get("tool_call_id")
-        if isinstance(parent, str) and isinstance(call, str):
-            key = (parent, call)
-            self._in_flight[key] = job
-            job.add_done_callback(functools.partial(self._landed, key))
-        return await asyncio.shield(job)
 
     def _landed(self, key: tuple[str, str], job: asyncio.Future[tuple[str, Any]]) -> None:
         if self._in_flight.get(key) is job:
@@ -647,15 +641,15 @@ class RemoteTaskRunner:
                               note: str | None = None) -> dict[str, Any]:
         """The fields that end a task past ``spec.timeout_s`` (``{}``: asked again later): a run still going is
         cancelled, one that ended first is read; ``note``: it could not be read, its outcome is unknown."""
+        def ended(error: str) -> dict[str, Any]:
+            return {"status": "error", "error": error, "finished_at": now(), "note": None, "announced": False}
+
         if note is not None:
-            return {"status": "error", "finished_at": now(), "note": None, "announced": False,
-                    "error": f"unreachable at its deadline (timeout_s={spec.timeout_s:g} s): {note}; "
-                             "its run's outcome is unknown"}
+            return ended(f"unreachable at its deadline (timeout_s={spec.timeout_s:g} s): {note}; its run's outcome "
+                         "is unknown")
         error = f"timed out: not finished within timeout_s={spec.timeout_s:g} s of its start"
-        cancelled = {"status": "error", "error": error + "; its run was cancelled on the server", "note": None,
-                     "announced": False}
         if fields.get("status") == "cancelled":
-            return {**fields, **cancelled}
+            return {**fields, **ended(error + "; its run was cancelled on the server")}
         try:
             run = await self._retried(spec, lambda: self.pool.client(spec).runs.cancel(record["thread_id"],
                                                                                        record["run_id"]))
@@ -667,11 +661,10 @@ class RemoteTaskRunner:
             if status_code(exc) != 409:
                 how = ("its run is unknown to the server" if is_not_found(exc) else
                        f"the server at {spec.server} could not be told to cancel its run ({_reason(exc)})")
-                return {"status": "error", "error": f"{error}; {how}", "finished_at": now(), "note": None,
-                        "announced": False}
+                return ended(f"{error}; {how}")
             ended_first = True
         if not ended_first:
-            return {**cancelled, "finished_at": now()}
+            return ended(error + "; its run was cancelled on the server")
         try:
             return await self._read_ended(spec, record)
         except Exception:  # noqa: BLE001 - the answer is on the server: the next poll reads it
@@ -756,8 +749,44 @@ class RemoteTaskRunner:
 
     async def refresh_many(self, records: Sequence[Mapping[str, Any]]
                            ) -> dict[str, tuple[dict[str, Any], str | None]]:
-        """Refresh many tasks at once, within ``refresh_budget_s`` (see :func:`poll`)."""
-        return await poll(self, records)
+        """``{task id: (fields, note)}`` within ``refresh_budget_s``: a task not reached waits for the next turn; a
+        server that did not answer at all counts a failure and its tasks get a note."""
+        out: dict[str, tuple[dict[str, Any], str | None]] = {}
+        answered: set[str] = set()
+        ended: set[str] = set()  # threads a search saw ended: their answers are there to read
+        groups: dict[tuple[str, str], tuple[RemoteSubagentSpec, list[Mapping[str, Any]]]] = {}
+        for record in records:
+            spec = self.specs.get(record["agent_type"])
+            if spec is None:
+                out[record["id"]] = ({}, f"no remote subagent named {record['agent_type']!r} is configured here")
+                continue
+            groups.setdefault(caller_of(spec), (spec, []))[1].append(record)
+        jobs = {key: asyncio.ensure_future(_refresh_server(self, spec, recs, out, answered, ended))
+                for key, (spec, recs) in groups.items()}
+        try:
+            if jobs:
+                await asyncio.wait(jobs.values(), timeout=self.refresh_budget_s)
+        except asyncio.CancelledError:  # a caller's own deadline came first: leave no request behind
+            for job in jobs.values():
+                job.cancel()
+            raise
+        for key, job in jobs.items():
+            url = key[0]
+            if not job.done():
+                job.cancel()
+            elif not job.cancelled() and job.exception() is not None:
+                answered.discard(url)
+            left = [r for r in groups[key][1] if r["id"] not in out]
+            if not left:
+                continue
+            if url in answered:  # a slow answer, not a dead server: the rest waits for the next turn
+                out.update({r["id"]: ({}, r.get("note")) for r in left})
+                continue
+            failure = self.pool.health.failed(url, f"no answer within the {self.refresh_budget_s:g} s poll budget")
+            note = self.pool.health.note(url) or str(failure)
+            out.update({r["id"]: ({}, note) for r in left})
+        await _end_expired(self, records, out, ended)
+        return out
 
     async def steer(self, record: Mapping[str, Any], message: str) -> tuple[dict[str, Any], str]:
         """Steer a running task, answer a waiting one, or follow up a finished one."""
@@ -832,48 +861,6 @@ def _reason(exc: BaseException) -> str:
 
 _SEARCH_PAGE = 1000
 _DETAIL_CONCURRENCY = 16
-
-
-async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
-               ) -> dict[str, tuple[dict[str, Any], str | None]]:
-    """``{task id: (fields, note)}`` within ``refresh_budget_s``: a task not reached waits for the next turn; a
-    server that did not answer at all counts a failure and its tasks get a note."""
-    out: dict[str, tuple[dict[str, Any], str | None]] = {}
-    answered: set[str] = set()
-    ended: set[str] = set()  # threads a search saw ended: their answers are there to read
-    groups: dict[tuple[str, str], tuple[RemoteSubagentSpec, list[Mapping[str, Any]]]] = {}
-    for record in records:
-        spec = runner.specs.get(record["agent_type"])
-        if spec is None:
-            out[record["id"]] = ({}, f"no remote subagent named {record['agent_type']!r} is configured here")
-            continue
-        groups.setdefault(caller_of(spec), (spec, []))[1].append(record)
-    jobs = {key: asyncio.ensure_future(_refresh_server(runner, spec, recs, out, answered, ended))
-            for key, (spec, recs) in groups.items()}
-    try:
-        if jobs:
-            await asyncio.wait(jobs.values(), timeout=runner.refresh_budget_s)
-    except asyncio.CancelledError:  # a caller's own deadline came first: leave no request behind
-        for job in jobs.values():
-            job.cancel()
-        raise
-    for key, job in jobs.items():
-        url = key[0]
-        if not job.done():
-            job.cancel()
-        elif not job.cancelled() and job.exception() is not None:
-            answered.discard(url)
-        left = [r for r in groups[key][1] if r["id"] not in out]
-        if not left:
-            continue
-        if url in answered:  # a slow answer, not a dead server: the rest waits for the next turn
-            out.update({r["id"]: ({}, r.get("note")) for r in left})
-            continue
-        failure = runner.pool.health.failed(url, f"no answer within the {runner.refresh_budget_s:g} s poll budget")
-        note = runner.pool.health.note(url) or str(failure)
-        out.update({r["id"]: ({}, note) for r in left})
-    await _end_expired(runner, records, out, ended)
-    return out
 
 
 def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any], *,
