@@ -460,21 +460,17 @@ def is_delegating_middleware(middleware: Any) -> bool:
 def strip_agents_block(text: str) -> str:
     """Remove every ``<available_agents>`` block from a prompt, however it is spelled (nested blocks go
     whole; a block never closed takes the rest of the prompt, a stray closing tag goes too)."""
-    while "available_agents" in text.lower() and _AGENTS_TAG.search(text):
-        text = _strip_once(text)  # again only if what was left around a block joined into a new tag
-    return text
-
-
-def _strip_once(text: str) -> str:
-    kept, depth, start = [], 0, 0
-    for tag in _AGENTS_TAG.finditer(text):  # one pass: nesting is counted, not re-matched
+    while "available_agents" in text.lower() and _AGENTS_TAG.search(text):  # again: what is left may join a tag
+        kept, depth, start = [], 0, 0
+        for tag in _AGENTS_TAG.finditer(text):  # one pass: nesting is counted, not re-matched
+            if depth == 0:
+                kept.append(text[start:tag.start()])
+            depth = max(0, depth - 1) if tag.group(1) else depth + 1
+            start = tag.end()
         if depth == 0:
-            kept.append(text[start:tag.start()])
-        depth = max(0, depth - 1) if tag.group(1) else depth + 1
-        start = tag.end()
-    if depth == 0:
-        kept.append(text[start:])
-    return "\n\n".join(part.strip() for part in kept if part.strip())
+            kept.append(text[start:])
+        text = "\n\n".join(part.strip() for part in kept if part.strip())
+    return text
 
 
 def without_agents_block(system: SystemMessage) -> SystemMessage:
