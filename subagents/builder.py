@@ -580,8 +580,10 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     theirs = [mw for mw in middleware if type(mw) is HumanInTheLoopMiddleware]  # a subclass is kept as it is
     for mw in theirs:
         own.update({n: rule for n, rule in mw.interrupt_on.items() if rule})
-    # A rule that is the floor's own (inherited, as general-purpose inherits the parent's) keeps its `when`.
-    rules = {**floor, **{n: _always_asks(rule) if n in floor and rule != floor[n] else rule
+    # A rule that is the floor's own (inherited, as general-purpose inherits the parent's) keeps its `when`; another
+    # for a tool the parent gates loses it (a `when` could skip the question).
+    rules = {**floor, **{n: {k: v for k, v in rule.items() if k != "when"}
+                         if isinstance(rule, Mapping) and n in floor and rule != floor[n] else rule
                          for n, rule in own.items()}}
     if rules:
         settings = {key: getattr(theirs[-1], key) for key in ("description_prefix", "edit_notice", "interrupt_mode")
@@ -604,8 +606,3 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     if retry is not False and missing(RetryTruncated):  # innermost: it sees the model's own reply
         middleware.append(RetryTruncated(retry))
     return middleware
-
-
-def _always_asks(rule: Any) -> Any:
-    """A child's review rule for a tool the parent gates, without a ``when`` that could skip the question."""
-    return {k: v for k, v in rule.items() if k != "when"} if isinstance(rule, Mapping) else rule

@@ -355,11 +355,25 @@ class RemoteClientPool:
 
     def client(self, spec: RemoteSubagentSpec) -> Any:
         """The shared client for ``spec``'s server and headers (raises ``RemoteConfigError``)."""
+        import httpx
+
         headers = spec.request_headers()
         key = (spec.server, _fingerprint(headers))
         client = self._clients.get(key)
-        if client is None or client.http.client.is_closed:
-            client = self._clients[key] = _new_client(spec, headers)
+        if client is not None and not client.http.client.is_closed:
+            return client
+        if spec.url is None:  # the SDK would wait for an app that never comes
+            if (client := in_process_client(spec.start_timeout_s, headers)) is None:
+                raise RemoteConfigError(
+                    f"remote subagent {spec.name!r} has no url, so it runs on the LangGraph Server its parent runs "
+                    "on (langgraph dev, the LangGraph Platform or aegra), and this parent does not run on one; "
+                    "give the spec the url of a server")
+        else:
+            limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS,
+                                  keepalive_expiry=KEEPALIVE_S)
+            transport = httpx.AsyncHTTPTransport(verify=_tls_context(*_cert_settings()), retries=0, limits=limits)
+            client = _sdk_client(spec.url, transport, spec.start_timeout_s, {"User-Agent": USER_AGENT, **headers})
+        self._clients[key] = client
         return client
 
     async def aclose(self) -> None:
@@ -368,22 +382,6 @@ class RemoteClientPool:
         for client in clients:
             with contextlib.suppress(Exception):  # closing must never fail the caller
                 await client.aclose()
-
-
-def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
-    import httpx
-
-    if spec.url is None:  # the SDK would wait for an app that never comes
-        if (client := in_process_client(spec.start_timeout_s, headers)) is None:
-            raise RemoteConfigError(
-                f"remote subagent {spec.name!r} has no url, so it runs on the LangGraph Server its parent runs "
-                "on (langgraph dev, the LangGraph Platform or aegra), and this parent does not run on one; "
-                "give the spec the url of a server")
-        return client
-    limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS,
-                          keepalive_expiry=KEEPALIVE_S)
-    transport = httpx.AsyncHTTPTransport(verify=_tls_context(*_cert_settings()), retries=0, limits=limits)
-    return _sdk_client(spec.url, transport, spec.start_timeout_s, {"User-Agent": USER_AGENT, **headers})
 
 
 def _sdk_client(base_url: str, transport: Any, timeout_s: float, headers: Mapping[str, str]) -> Any:
@@ -785,7 +783,16 @@ class RemoteTaskRunner:
             failure = self.pool.health.failed(url, f"no answer within the {self.refresh_budget_s:g} s poll budget")
             note = self.pool.health.note(url) or str(failure)
             out.update({r["id"]: ({}, note) for r in left})
-        await _end_expired(self, records, out, ended)
+        expired = [(spec, r) for r in records if (spec := self.specs.get(r["agent_type"])) is not None
+                   and self.deadline_due(spec, r, *out.get(r["id"], ({}, None)), ended=r.get("thread_id") in ended)]
+
+        async def end(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> None:
+            out[record["id"]] = (await self.end_at_deadline(spec, record, *out.get(record["id"], ({}, None))), None)
+
+        if ends := [asyncio.ensure_future(end(spec, r)) for spec, r in expired]:
+            await asyncio.wait(ends, timeout=self.refresh_budget_s)
+        for job in ends:
+            job.cancel()  # a cancel the server did not answer in time is asked again next turn
         return out
 
     async def steer(self, record: Mapping[str, Any], message: str) -> tuple[dict[str, Any], str]:
@@ -874,22 +881,6 @@ def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: M
     return (record.get("status") in ("pending", "running")
             and fields.get("status", record.get("status")) in ("pending", "running", "cancelled")
             and now() - float(started) >= spec.timeout_s)
-
-
-async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]],
-                       out: dict[str, tuple[dict[str, Any], str | None]], ended: set[str]) -> None:
-    expired = [(spec, r) for r in records if (spec := runner.specs.get(r["agent_type"])) is not None
-               and runner.deadline_due(spec, r, *out.get(r["id"], ({}, None)), ended=r.get("thread_id") in ended)]
-    if not expired:
-        return
-
-    async def end(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> None:
-        out[record["id"]] = (await runner.end_at_deadline(spec, record, *out.get(record["id"], ({}, None))), None)
-
-    jobs = [asyncio.ensure_future(end(spec, r)) for spec, r in expired]
-    await asyncio.wait(jobs, timeout=runner.refresh_budget_s)
-    for job in jobs:
-        job.cancel()  # a cancel the server did not answer in time is asked again next turn
 
 
 def caller_of(spec: RemoteSubagentSpec) -> tuple[str, str]:
