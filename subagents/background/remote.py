@@ -252,18 +252,12 @@ def interrupts_of(thread: Mapping[str, Any]) -> list[Any]:
 
 
 def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # a text block's text, a block that is text: a server's data, so checked
-        return "".join(_block_text(b) for b in content if not isinstance(b, Mapping) or b.get("type") in (None, "text"))
-    return ""
-
-
-def _block_text(block: Any) -> str:
-    if isinstance(block, Mapping):
-        text = block.get("text")
-        return text if isinstance(text, str) else ""
-    return block if isinstance(block, str) else _json(block)
+    if not isinstance(content, list):
+        return content if isinstance(content, str) else ""
+    # A text block's text, a block that is text: a server's data, so checked.
+    return "".join((b["text"] if isinstance(b.get("text"), str) else "") if isinstance(b, Mapping)
+                   else b if isinstance(b, str) else _json(b)
+                   for b in content if not isinstance(b, Mapping) or b.get("type") in (None, "text"))
 
 
 def _json(value: Any) -> str:
