@@ -325,10 +325,6 @@ def status_code(exc: BaseException) -> int | None:
     return getattr(response, "status_code", None) or getattr(exc, "status_code", None)
 
 
-def is_not_found(exc: BaseException) -> bool:
-    return status_code(exc) == 404
-
-
 # SDK clients: one per server and credentials, one pool per loop. Built here, not by ``langgraph_sdk.get_client``:
 # headers are exactly the spec's (no API key from the environment), the transport does not retry (the circuit backs
 # off instead), and the TLS context (40-90 ms to load) is built once per certificate settings.
@@ -601,7 +597,7 @@ class RemoteTaskRunner:
         except ServerUnavailable:
             raise
         except Exception as exc:
-            if is_not_found(exc):
+            if status_code(exc) == 404:
                 return None
             raise RemoteStartError(spec.server, _reason(exc)) from None
         return None if run is None else _new_run(run, thread_id=thread_id, started_at=now())
@@ -651,7 +647,7 @@ class RemoteTaskRunner:
             if isinstance(exc, ServerUnavailable):
                 return {}  # the run may end with its answer meanwhile: asked again by the next poll
             if status_code(exc) != 409:
-                how = ("its run is unknown to the server" if is_not_found(exc) else
+                how = ("its run is unknown to the server" if status_code(exc) == 404 else
                        f"the server at {spec.server} could not be told to cancel its run ({_reason(exc)})")
                 return ended(f"{error}; {how}")
             ended_first = True
@@ -684,7 +680,7 @@ class RemoteTaskRunner:
             if thread.get("values") is None and run.get("status") not in ("pending", "running"):
                 thread = await self._with_state(spec, thread, record["thread_id"], poll=True)
         except Exception as exc:
-            if not is_not_found(exc):
+            if status_code(exc) != 404:
                 raise
             return _gone(spec, record)
         return fields_from(run, thread, server=f"the server at {spec.server}")
@@ -695,7 +691,7 @@ class RemoteTaskRunner:
         try:  # the run ended: its answer is there, and a read that fails is tried again at once
             body = await self._retried(spec, lambda: self._join_request(spec, thread_id, run_id), poll=True)
         except Exception as exc:
-            if not is_not_found(exc):
+            if status_code(exc) != 404:
                 raise
             return _gone(spec, record)
         fields = fields_from_join(run_id, body)
@@ -707,7 +703,7 @@ class RemoteTaskRunner:
             self._retried(spec, lambda: client.threads.get_state(thread_id), poll=True), return_exceptions=True)
         for answer in answers:
             if isinstance(answer, BaseException):
-                if isinstance(answer, ServerUnavailable) or not is_not_found(answer):
+                if isinstance(answer, ServerUnavailable) or status_code(answer) != 404:
                     raise answer
                 return _gone(spec, record)
         run, state = answers
@@ -833,7 +829,7 @@ class RemoteTaskRunner:
         try:
             await self.request(spec, self.pool.client(spec).runs.cancel(thread_id, run_id, wait=True))
         except Exception as exc:  # noqa: BLE001 - an ended run cannot be cancelled, which is fine
-            if not (is_not_found(exc) or status_code(exc) == 409):
+            if status_code(exc) not in (404, 409):
                 raise
 
 

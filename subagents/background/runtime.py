@@ -1007,16 +1007,15 @@ class BackgroundRuntime:
     def lease_soon(self, db: str, task_id: str) -> None:
         """Take a lease for a task just launched (from the loop), in one write with the others of this step."""
         if not self._new_leases:
-            asyncio.get_running_loop().call_soon(self._take_leases)
+            asyncio.get_running_loop().call_soon(self._renew)
         self._new_leases.setdefault(db, []).append(task_id)
         if self._leases is None or self._leases.done():  # renewed until no live task is left
             self._leases = self.spawn(self._renew_leases())
 
-    def _take_leases(self) -> None:
-        leases, self._new_leases = self._new_leases, {}
-        self._renew(leases)
-
-    def _renew(self, by_db: Mapping[str, list[str]]) -> None:
+    def _renew(self, by_db: Mapping[str, list[str]] | None = None) -> None:
+        """Renew the leases of ``by_db``'s tasks (default: of those launched since the last write)."""
+        if by_db is None:
+            by_db, self._new_leases = self._new_leases, {}
         for db, ids in by_db.items():
             with contextlib.suppress(Exception):  # a locked file: renewed next time
                 self.outcomes.file(db).renew(self.owner.name, ids, time.time())
