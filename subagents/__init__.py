@@ -72,29 +72,4 @@ if TYPE_CHECKING:
     from subagents.transcripts import get_transcript as get_transcript
     from subagents.transcripts import read_transcript as read_transcript
 
-_WHERE = {name: module for module, names in {
-    "subagents.background": ("BackgroundRuntime", "BackgroundTasks", "RemoteSubagentSpec", "wait_for_background"),
-    "subagents.boundary": ("ContextMode",),
-    "subagents.builder": ("BuildOptions", "SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY", "build_subagent", "check_spec"),
-    "subagents.definitions.agent_files": ("discover_agents", "load_agent_dirs", "load_agent_file"),
-    "subagents.errors": ("AgentFileError", "BudgetExceeded", "DynamicSubagentError", "InvalidArgument",
-        "InvalidArgumentType", "OutputSchemaError", "OutputSchemaViolation", "ParentPolicyNotInherited",
-        "RemoteAnswerError", "SpecError", "StopReason", "StoredDataError", "SubagentError", "SubagentsError",
-        "SubagentsWarning", "ToolCallsUnsupported", "TranscriptUnavailable", "UnknownSubagent", "UnknownTask",
-        "UnsupportedCall"),
-    "subagents.ledger": ("DataOnlySerializer", "LedgerChannel", "saved_value"),
-    "subagents.metering": ("Budget", "PriceTable", "cost_of"),
-    "subagents.outcome": ("TaskCall", "TaskOutcome", "TaskRecord", "TaskStatus"),
-    "subagents.registry": ("SubagentRegistry",),
-    "subagents.roles": ("ChildPolicy",),
-    "subagents.runner": ("TaskRunner",),
-    "subagents.settings": ("BackgroundSettings", "Definitions", "DelegationSettings", "Limits", "Observability",
-        "RootGraph"),
-    "subagents.spec": ("AnySpec", "CompiledSubagent", "DEFAULT_MAX_TURNS", "SubagentSpec", "coerce_spec",
-        "coerce_specs"),
-    "subagents.transcripts": ("get_transcript", "read_transcript"),
-}.items() for name in names}
-
-__all__ = sorted(_WHERE)
-
-__getattr__ = lazy_exports(__name__, _WHERE)
+__getattr__ = lazy_exports(__name__)  # and __all__: the names re-exported above

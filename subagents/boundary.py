@@ -464,21 +464,17 @@ def is_delegating_middleware(middleware: Any) -> bool:
 def strip_agents_block(text: str) -> str:
     """Remove every ``<available_agents>`` block from a prompt, however it is spelled (nested blocks go
     whole; a block never closed takes the rest of the prompt, a stray closing tag goes too)."""
-    while "available_agents" in text.lower() and _AGENTS_TAG.search(text):
-        text = _strip_once(text)  # again only if what was left around a block joined into a new tag
-    return text
-
-
-def _strip_once(text: str) -> str:
-    kept, depth, start = [], 0, 0
-    for tag in _AGENTS_TAG.finditer(text):  # one pass: nesting is counted, not re-matched
+    while "available_agents" in text.lower() and _AGENTS_TAG.search(text):  # again: what is left may join a tag
+        kept, depth, start = [], 0, 0
+        for tag in _AGENTS_TAG.finditer(text):  # one pass: nesting is counted, not re-matched
+            if depth == 0:
+                kept.append(text[start:tag.start()])
+            depth = max(0, depth - 1) if tag.group(1) else depth + 1
+            start = tag.end()
         if depth == 0:
-            kept.append(text[start:tag.start()])
-        depth = max(0, depth - 1) if tag.group(1) else depth + 1
-        start = tag.end()
-    if depth == 0:
-        kept.append(text[start:])
-    return "\n\n".join(part.strip() for part in kept if part.strip())
+            kept.append(text[start:])
+        text = "\n\n".join(part.strip() for part in kept if part.strip())
+    return text
 
 
 def without_agents_block(system: SystemMessage) -> SystemMessage:
@@ -887,20 +883,16 @@ def with_text_appended(system: SystemMessage | str | None, text: str) -> SystemM
 _appended: dict[tuple[int, int, str], tuple[SystemMessage, str, SystemMessage, str]] = {}
 
 
-def _appended_once(system: SystemMessage | str | None, block: str) -> SystemMessage:
-    if not isinstance(system, SystemMessage) or not isinstance(system.content, str):
-        return with_text_appended(system, block)
-    key = (id(system), id(system.content), block)
-    found = _appended.get(key)
-    if found is not None and found[0] is system and found[1] is system.content and found[2].content is found[3]:
-        return found[2]
-    made = with_text_appended(system, block)
-    if len(_appended) >= 64:  # a few agents' prompts in one process; many only when prompts change per call
-        _appended.clear()
-    _appended[key] = (system, system.content, made, cast(str, made.content))
-    return made
-
-
 def with_prompt_block(request: ModelRequest[ContextT], block: str) -> ModelRequest[ContextT]:
     """The model request with ``block`` appended to its system message (see :func:`with_text_appended`)."""
-    return request.override(system_message=_appended_once(request.system_message, block)) if block else request
+    system = request.system_message
+    if not block or not isinstance(system, SystemMessage) or not isinstance(system.content, str):
+        return request.override(system_message=with_text_appended(system, block)) if block else request
+    key = (id(system), id(system.content), block)
+    found = _appended.get(key)
+    if found is None or found[0] is not system or found[1] is not system.content or found[2].content is not found[3]:
+        found = (system, system.content, made := with_text_appended(system, block), cast(str, made.content))
+        if len(_appended) >= 64:  # a few agents' prompts in one process; many only when prompts change per call
+            _appended.clear()
+        _appended[key] = found
+    return request.override(system_message=found[2])

@@ -172,28 +172,6 @@ def is_transient(exc: BaseException) -> bool:
     return any(part in cls.__name__ for cls in type(exc).__mro__ for part in _TRANSIENT_NAMES)
 
 
-def middleware_for_model(spec: Any, *, inherits_model: bool, own: Sequence[Any], inherited: Sequence[AgentMiddleware]
-                        ) -> list[Any]:
-    """Middleware to put before the child's own: retries, then the parent's model-level and policy ones (the
-    child's own of one name wins, but the parent's data policy always holds, beside it under its own name)."""
-    taken = {getattr(mw, "name", None) for mw in own}
-    chosen: list[Any] = []
-    retries = getattr(spec, "retries", 0) or 0
-    if retries and ModelRetryMiddleware.__name__ not in taken:
-        taken.add(ModelRetryMiddleware.__name__)
-        chosen.append(ModelRetryMiddleware(max_retries=retries, retry_on=is_transient, on_failure="error",
-                                           initial_delay=RETRY_INITIAL_DELAY_S, max_delay=30.0))
-    for mw in inherited:
-        # The parent's data policy holds for every child; how it calls its model, only for those sharing it.
-        if isinstance(mw, PIIMiddleware) and mw.name in taken:
-            mw = policy_beside(mw)
-        inherited_by = policy_of(mw).inherited
-        if (inherited_by == "every" or (inherits_model and inherited_by == "model")) and mw.name not in taken:
-            taken.add(mw.name)
-            chosen.append(mw)
-    return chosen
-
-
 # -- A per-call output schema: the ``task`` tool's ``output_schema`` argument, else the run's config key (anything
 # ``response_format`` accepts), over the spec's own. The child answers through ``ToolStrategy``; an invalid answer
 # is sent back OUTPUT_SCHEMA_RETRIES times, then the task fails. Each (subagent, schema) graph is built once.
@@ -509,9 +487,7 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
                         _report_unknown_tool(spec.name, name, available, unknown_tools)) + own_tools()
 
     middleware = _child_middleware(spec, options, tools, model, lambda name: own(resolved_for(name)),
-                                   inherited_middleware)
-    middleware = [*middleware_for_model(spec, inherits_model=inherits_model,
-                                        own=middleware, inherited=inherited_middleware), *middleware]
+                                   inherited_middleware, inherits_model=inherits_model)
     # A tools node too for a structured response (else a plain-text answer loops back to the model) and for a
     # middleware that wraps tool calls (it may serve tools it adds itself).
     has_tools = (bool(tools) or spec.response_format is not None
@@ -555,8 +531,10 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
 
 
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,
-                      model_for: Callable[[Any], Any], inherited: Sequence[Any] = ()) -> list[Any]:
-    """The child's own middleware: the spec's (never a delegating one), approvals, condenser, hooks."""
+                      model_for: Callable[[Any], Any], inherited: Sequence[Any], *, inherits_model: bool) -> list[Any]:
+    """The child's middleware: retries, the parent's model-level and policy ones (the child's own of one name wins,
+    but the parent's data policy always holds, beside it under its own name), then its own: the spec's (never a
+    delegating one), approvals, condenser, hooks."""
     for mw in filter(is_delegating_middleware, spec.middleware):
         log.warning("subagent %r: dropped delegating middleware %s", spec.name, mw.name)
     middleware = [mw for mw in spec.middleware if not is_delegating_middleware(mw)]
@@ -580,8 +558,10 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     theirs = [mw for mw in middleware if type(mw) is HumanInTheLoopMiddleware]  # a subclass is kept as it is
     for mw in theirs:
         own.update({n: rule for n, rule in mw.interrupt_on.items() if rule})
-    # A rule that is the floor's own (inherited, as general-purpose inherits the parent's) keeps its `when`.
-    rules = {**floor, **{n: _always_asks(rule) if n in floor and rule != floor[n] else rule
+    # A rule that is the floor's own (inherited, as general-purpose inherits the parent's) keeps its `when`; another
+    # for a tool the parent gates loses it (a `when` could skip the question).
+    rules = {**floor, **{n: {k: v for k, v in rule.items() if k != "when"}
+                         if isinstance(rule, Mapping) and n in floor and rule != floor[n] else rule
                          for n, rule in own.items()}}
     if rules:
         settings = {key: getattr(theirs[-1], key) for key in ("description_prefix", "edit_notice", "interrupt_mode")
@@ -603,9 +583,18 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     retry = spec.retry_truncated if spec.retry_truncated is not None else options.retry_truncated
     if retry is not False and missing(RetryTruncated):  # innermost: it sees the model's own reply
         middleware.append(RetryTruncated(retry))
-    return middleware
-
-
-def _always_asks(rule: Any) -> Any:
-    """A child's review rule for a tool the parent gates, without a ``when`` that could skip the question."""
-    return {k: v for k, v in rule.items() if k != "when"} if isinstance(rule, Mapping) else rule
+    taken = {getattr(mw, "name", None) for mw in middleware}
+    first: list[Any] = []
+    if spec.retries and ModelRetryMiddleware.__name__ not in taken:
+        taken.add(ModelRetryMiddleware.__name__)
+        first.append(ModelRetryMiddleware(max_retries=spec.retries, retry_on=is_transient, on_failure="error",
+                                          initial_delay=RETRY_INITIAL_DELAY_S, max_delay=30.0))
+    for mw in inherited:
+        # The parent's data policy holds for every child; how it calls its model, only for those sharing it.
+        if isinstance(mw, PIIMiddleware) and mw.name in taken:
+            mw = policy_beside(mw)
+        inherited_by = policy_of(mw).inherited
+        if (inherited_by == "every" or (inherits_model and inherited_by == "model")) and mw.name not in taken:
+            taken.add(mw.name)
+            first.append(mw)
+    return [*first, *middleware]

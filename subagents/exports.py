@@ -3,21 +3,32 @@ neither LangChain nor the background runtime, MCP or hooks until an agent asks f
 
 from __future__ import annotations
 
+import ast
 import importlib
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 
-def lazy_exports(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:
-    """The module ``__getattr__`` of ``package``: each name in ``where`` imported from its module once."""
+def lazy_exports(package: str, where: Mapping[str, str] | None = None) -> Callable[[str], Any]:
+    """The module ``__getattr__`` of ``package``: each name in ``where`` imported from its module once. Without
+    ``where``, the names are those its ``__init__.py`` re-exports under ``if TYPE_CHECKING:`` (``from m import X as
+    X``), listed once for type checkers and for this, and they are set as its ``__all__``."""
+    module = sys.modules[package]
+    if where is None:
+        tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
+        where = {alias.name: str(node.module) for block in tree.body if isinstance(block, ast.If)
+                 and ast.unparse(block.test) == "TYPE_CHECKING" for node in block.body
+                 if isinstance(node, ast.ImportFrom) for alias in node.names}
+        setattr(module, "__all__", sorted(where))  # noqa: B010 - a module attribute mypy does not know
 
     def __getattr__(name: str) -> Any:
-        module = where.get(name)
-        if module is None:
+        source = where.get(name)
+        if source is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        setattr(sys.modules[package], name, value)  # looked up once
+        value = getattr(importlib.import_module(source), name)
+        setattr(module, name, value)  # looked up once
         return value
 
     return __getattr__

@@ -81,19 +81,6 @@ _WHOLE = sys.maxsize  # the snapshot frequency of a ledger whole in every checkp
 _serde = DataOnlySerializer("a ledger in a checkpoint")
 
 
-_NO_OVERWRITE: Any = object()
-
-
-def _replacement(write: Any) -> Any:
-    """What ``write`` puts in place of the ledger as an ``Overwrite`` (in any of its forms), else ``_NO_OVERWRITE``."""
-    if isinstance(write, Overwrite):
-        return write.value
-    if isinstance(write, dict) and ((len(write) == 1 and _OVERWRITE in write)
-                                    or (write.get("type") == _OVERWRITE and "value" in write)):
-        return write[_OVERWRITE] if _OVERWRITE in write else write["value"]
-    return _NO_OVERWRITE
-
-
 def merge_async_records(left: Ledger | None, right: Ledger | None) -> Ledger:
     """Reducer for ``async_tasks``: a later update of an id replaces only the fields it names (so two
     tools touching different tasks in one step never overwrite each other)."""
@@ -285,12 +272,14 @@ class LedgerChannel(DeltaChannel[Ledger]):
             return False
         checked = []
         for write in values:
-            if (replacement := _replacement(write)) is not _NO_OVERWRITE:
-                if not isinstance(replacement, dict):
+            if isinstance(write, dict) and ((len(write) == 1 and _OVERWRITE in write)
+                                            or (write.get("type") == _OVERWRITE and "value" in write)):
+                write = Overwrite(write[_OVERWRITE] if _OVERWRITE in write else write["value"])
+            if isinstance(write, Overwrite):
+                if not isinstance(write.value, dict):
                     raise StoredDataError(f"ledger {self.key!r}: Overwrite needs a dict of records "
-                                          f"(task id -> record), not a {type(replacement).__name__}; "
+                                          f"(task id -> record), not a {type(write.value).__name__}; "
                                           "Overwrite({}) empties it")
-                write = Overwrite(replacement)
             elif not write and not self.deltas:
                 continue  # an empty write changes nothing: no new version, so no copy of the ledger is stored
             checked.append(write)

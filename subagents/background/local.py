@@ -204,10 +204,8 @@ class LocalTaskRunner:
 
     def find_by_call(self, thread_id: Any, tool_call_id: str) -> LocalTask | None:
         """The task this runtime started for the parent's call ``tool_call_id`` in ``thread_id``."""
-        for task in cast("Iterator[LocalTask]", self.runtime.table.all()):
-            if task.call.tool_call_id == tool_call_id and call_key_of(task.call) == call_key(thread_id, tool_call_id):
-                return task
-        return None
+        tasks, key = cast("Iterator[LocalTask]", self.runtime.table.all()), call_key(thread_id, tool_call_id)
+        return next((t for t in tasks if t.call.tool_call_id == tool_call_id and call_key_of(t.call) == key), None)
 
     def stored_by_call(self, thread_id: Any, tool_call_id: str, db: str | None) -> dict[str, Any] | None:
         """The outcome a task started by that call left in the thread's SQLite file (``None``: none)."""

@@ -252,18 +252,12 @@ def interrupts_of(thread: Mapping[str, Any]) -> list[Any]:
 
 
 def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # a text block's text, a block that is text: a server's data, so checked
-        return "".join(_block_text(b) for b in content if not isinstance(b, Mapping) or b.get("type") in (None, "text"))
-    return ""
-
-
-def _block_text(block: Any) -> str:
-    if isinstance(block, Mapping):
-        text = block.get("text")
-        return text if isinstance(text, str) else ""
-    return block if isinstance(block, str) else _json(block)
+    if not isinstance(content, list):
+        return content if isinstance(content, str) else ""
+    # A text block's text, a block that is text: a server's data, so checked.
+    return "".join((b["text"] if isinstance(b.get("text"), str) else "") if isinstance(b, Mapping)
+                   else b if isinstance(b, str) else _json(b)
+                   for b in content if not isinstance(b, Mapping) or b.get("type") in (None, "text"))
 
 
 def _json(value: Any) -> str:
@@ -331,10 +325,6 @@ def status_code(exc: BaseException) -> int | None:
     return getattr(response, "status_code", None) or getattr(exc, "status_code", None)
 
 
-def is_not_found(exc: BaseException) -> bool:
-    return status_code(exc) == 404
-
-
 # SDK clients: one per server and credentials, one pool per loop. Built here, not by ``langgraph_sdk.get_client``:
 # headers are exactly the spec's (no API key from the environment), the transport does not retry (the circuit backs
 # off instead), and the TLS context (40-90 ms to load) is built once per certificate settings.
@@ -355,11 +345,25 @@ class RemoteClientPool:
 
     def client(self, spec: RemoteSubagentSpec) -> Any:
         """The shared client for ``spec``'s server and headers (raises ``RemoteConfigError``)."""
+        import httpx
+
         headers = spec.request_headers()
         key = (spec.server, _fingerprint(headers))
         client = self._clients.get(key)
-        if client is None or client.http.client.is_closed:
-            client = self._clients[key] = _new_client(spec, headers)
+        if client is not None and not client.http.client.is_closed:
+            return client
+        if spec.url is None:  # the SDK would wait for an app that never comes
+            if (client := in_process_client(spec.start_timeout_s, headers)) is None:
+                raise RemoteConfigError(
+                    f"remote subagent {spec.name!r} has no url, so it runs on the LangGraph Server its parent runs "
+                    "on (langgraph dev, the LangGraph Platform or aegra), and this parent does not run on one; "
+                    "give the spec the url of a server")
+        else:
+            limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS,
+                                  keepalive_expiry=KEEPALIVE_S)
+            transport = httpx.AsyncHTTPTransport(verify=_tls_context(*_cert_settings()), retries=0, limits=limits)
+            client = _sdk_client(spec.url, transport, spec.start_timeout_s, {"User-Agent": USER_AGENT, **headers})
+        self._clients[key] = client
         return client
 
     async def aclose(self) -> None:
@@ -368,22 +372,6 @@ class RemoteClientPool:
         for client in clients:
             with contextlib.suppress(Exception):  # closing must never fail the caller
                 await client.aclose()
-
-
-def _new_client(spec: RemoteSubagentSpec, headers: dict[str, str]) -> Any:
-    import httpx
-
-    if spec.url is None:  # the SDK would wait for an app that never comes
-        if (client := in_process_client(spec.start_timeout_s, headers)) is None:
-            raise RemoteConfigError(
-                f"remote subagent {spec.name!r} has no url, so it runs on the LangGraph Server its parent runs "
-                "on (langgraph dev, the LangGraph Platform or aegra), and this parent does not run on one; "
-                "give the spec the url of a server")
-        return client
-    limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS,
-                          keepalive_expiry=KEEPALIVE_S)
-    transport = httpx.AsyncHTTPTransport(verify=_tls_context(*_cert_settings()), retries=0, limits=limits)
-    return _sdk_client(spec.url, transport, spec.start_timeout_s, {"User-Agent": USER_AGENT, **headers})
 
 
 def _sdk_client(base_url: str, transport: Any, timeout_s: float, headers: Mapping[str, str]) -> Any:
@@ -537,8 +525,14 @@ class RemoteTaskRunner:
         spec = self.specs[agent_type]
         about = {"parent_thread_id": parent_thread_id, "agent_type": agent_type, "tool_call_id": tool_call_id,
                  TASK_ID_METADATA_KEY: task_id, "attempt": attempt}
+        # Run to its answer even if this caller is cancelled (a run-create sent may be made whether or not its answer
+        # is read); listed for wait_for_starts until answered.
+        job = asyncio.ensure_future(self._start(spec, task_thread_id(task_id, attempt), about, description))
+        if isinstance(parent_thread_id, str) and isinstance(tool_call_id, str):
+            self._in_flight[key := (parent_thread_id, tool_call_id)] = job
+            job.add_done_callback(functools.partial(self._landed, key))
         try:
-            thread_id, run = await self._started(spec, task_thread_id(task_id, attempt), about, description)
+            thread_id, run = await asyncio.shield(job)
             run_id_of(run)
         except (ServerUnavailable, RemoteConfigError, RemoteStartError):
             raise
@@ -546,18 +540,6 @@ class RemoteTaskRunner:
             raise RemoteStartError(spec.server, _reason(exc)) from None
         return _new_run(run, thread_id=thread_id, parent_thread_id=parent_thread_id, owner=None, attempt=attempt,
                         turns=1, started_at=now())
-
-    async def _started(self, spec: RemoteSubagentSpec, thread_id: str, about: Mapping[str, Any],
-                       description: str) -> tuple[str, Any]:
-        """:meth:`_start`, run to its answer even if its caller is cancelled (a run-create sent may be made whether or
-        not its answer is read); listed for :meth:`wait_for_starts` until answered."""
-        job = asyncio.ensure_future(self._start(spec, thread_id, about, description))
-        parent, call = about.get("parent_thread_id"), about.get("tool_call_id")
-        if isinstance(parent, str) and isinstance(call, str):
-            key = (parent, call)
-            self._in_flight[key] = job
-            job.add_done_callback(functools.partial(self._landed, key))
-        return await asyncio.shield(job)
 
     def _landed(self, key: tuple[str, str], job: asyncio.Future[tuple[str, Any]]) -> None:
         if self._in_flight.get(key) is job:
@@ -615,7 +597,7 @@ class RemoteTaskRunner:
         except ServerUnavailable:
             raise
         except Exception as exc:
-            if is_not_found(exc):
+            if status_code(exc) == 404:
                 return None
             raise RemoteStartError(spec.server, _reason(exc)) from None
         return None if run is None else _new_run(run, thread_id=thread_id, started_at=now())
@@ -647,15 +629,15 @@ class RemoteTaskRunner:
                               note: str | None = None) -> dict[str, Any]:
         """The fields that end a task past ``spec.timeout_s`` (``{}``: asked again later): a run still going is
         cancelled, one that ended first is read; ``note``: it could not be read, its outcome is unknown."""
+        def ended(error: str) -> dict[str, Any]:
+            return {"status": "error", "error": error, "finished_at": now(), "note": None, "announced": False}
+
         if note is not None:
-            return {"status": "error", "finished_at": now(), "note": None, "announced": False,
-                    "error": f"unreachable at its deadline (timeout_s={spec.timeout_s:g} s): {note}; "
-                             "its run's outcome is unknown"}
+            return ended(f"unreachable at its deadline (timeout_s={spec.timeout_s:g} s): {note}; its run's outcome "
+                         "is unknown")
         error = f"timed out: not finished within timeout_s={spec.timeout_s:g} s of its start"
-        cancelled = {"status": "error", "error": error + "; its run was cancelled on the server", "note": None,
-                     "announced": False}
         if fields.get("status") == "cancelled":
-            return {**fields, **cancelled}
+            return {**fields, **ended(error + "; its run was cancelled on the server")}
         try:
             run = await self._retried(spec, lambda: self.pool.client(spec).runs.cancel(record["thread_id"],
                                                                                        record["run_id"]))
@@ -665,13 +647,12 @@ class RemoteTaskRunner:
             if isinstance(exc, ServerUnavailable):
                 return {}  # the run may end with its answer meanwhile: asked again by the next poll
             if status_code(exc) != 409:
-                how = ("its run is unknown to the server" if is_not_found(exc) else
+                how = ("its run is unknown to the server" if status_code(exc) == 404 else
                        f"the server at {spec.server} could not be told to cancel its run ({_reason(exc)})")
-                return {"status": "error", "error": f"{error}; {how}", "finished_at": now(), "note": None,
-                        "announced": False}
+                return ended(f"{error}; {how}")
             ended_first = True
         if not ended_first:
-            return {**cancelled, "finished_at": now()}
+            return ended(error + "; its run was cancelled on the server")
         try:
             return await self._read_ended(spec, record)
         except Exception:  # noqa: BLE001 - the answer is on the server: the next poll reads it
@@ -699,7 +680,7 @@ class RemoteTaskRunner:
             if thread.get("values") is None and run.get("status") not in ("pending", "running"):
                 thread = await self._with_state(spec, thread, record["thread_id"], poll=True)
         except Exception as exc:
-            if not is_not_found(exc):
+            if status_code(exc) != 404:
                 raise
             return _gone(spec, record)
         return fields_from(run, thread, server=f"the server at {spec.server}")
@@ -710,7 +691,7 @@ class RemoteTaskRunner:
         try:  # the run ended: its answer is there, and a read that fails is tried again at once
             body = await self._retried(spec, lambda: self._join_request(spec, thread_id, run_id), poll=True)
         except Exception as exc:
-            if not is_not_found(exc):
+            if status_code(exc) != 404:
                 raise
             return _gone(spec, record)
         fields = fields_from_join(run_id, body)
@@ -722,7 +703,7 @@ class RemoteTaskRunner:
             self._retried(spec, lambda: client.threads.get_state(thread_id), poll=True), return_exceptions=True)
         for answer in answers:
             if isinstance(answer, BaseException):
-                if isinstance(answer, ServerUnavailable) or not is_not_found(answer):
+                if isinstance(answer, ServerUnavailable) or status_code(answer) != 404:
                     raise answer
                 return _gone(spec, record)
         run, state = answers
@@ -756,8 +737,53 @@ class RemoteTaskRunner:
 
     async def refresh_many(self, records: Sequence[Mapping[str, Any]]
                            ) -> dict[str, tuple[dict[str, Any], str | None]]:
-        """Refresh many tasks at once, within ``refresh_budget_s`` (see :func:`poll`)."""
-        return await poll(self, records)
+        """``{task id: (fields, note)}`` within ``refresh_budget_s``: a task not reached waits for the next turn; a
+        server that did not answer at all counts a failure and its tasks get a note."""
+        out: dict[str, tuple[dict[str, Any], str | None]] = {}
+        answered: set[str] = set()
+        ended: set[str] = set()  # threads a search saw ended: their answers are there to read
+        groups: dict[tuple[str, str], tuple[RemoteSubagentSpec, list[Mapping[str, Any]]]] = {}
+        for record in records:
+            spec = self.specs.get(record["agent_type"])
+            if spec is None:
+                out[record["id"]] = ({}, f"no remote subagent named {record['agent_type']!r} is configured here")
+                continue
+            groups.setdefault(caller_of(spec), (spec, []))[1].append(record)
+        jobs = {key: asyncio.ensure_future(_refresh_server(self, spec, recs, out, answered, ended))
+                for key, (spec, recs) in groups.items()}
+        try:
+            if jobs:
+                await asyncio.wait(jobs.values(), timeout=self.refresh_budget_s)
+        except asyncio.CancelledError:  # a caller's own deadline came first: leave no request behind
+            for job in jobs.values():
+                job.cancel()
+            raise
+        for key, job in jobs.items():
+            url = key[0]
+            if not job.done():
+                job.cancel()
+            elif not job.cancelled() and job.exception() is not None:
+                answered.discard(url)
+            left = [r for r in groups[key][1] if r["id"] not in out]
+            if not left:
+                continue
+            if url in answered:  # a slow answer, not a dead server: the rest waits for the next turn
+                out.update({r["id"]: ({}, r.get("note")) for r in left})
+                continue
+            failure = self.pool.health.failed(url, f"no answer within the {self.refresh_budget_s:g} s poll budget")
+            note = self.pool.health.note(url) or str(failure)
+            out.update({r["id"]: ({}, note) for r in left})
+        expired = [(spec, r) for r in records if (spec := self.specs.get(r["agent_type"])) is not None
+                   and self.deadline_due(spec, r, *out.get(r["id"], ({}, None)), ended=r.get("thread_id") in ended)]
+
+        async def end(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> None:
+            out[record["id"]] = (await self.end_at_deadline(spec, record, *out.get(record["id"], ({}, None))), None)
+
+        if ends := [asyncio.ensure_future(end(spec, r)) for spec, r in expired]:
+            await asyncio.wait(ends, timeout=self.refresh_budget_s)
+        for job in ends:
+            job.cancel()  # a cancel the server did not answer in time is asked again next turn
+        return out
 
     async def steer(self, record: Mapping[str, Any], message: str) -> tuple[dict[str, Any], str]:
         """Steer a running task, answer a waiting one, or follow up a finished one."""
@@ -803,7 +829,7 @@ class RemoteTaskRunner:
         try:
             await self.request(spec, self.pool.client(spec).runs.cancel(thread_id, run_id, wait=True))
         except Exception as exc:  # noqa: BLE001 - an ended run cannot be cancelled, which is fine
-            if not (is_not_found(exc) or status_code(exc) == 409):
+            if status_code(exc) not in (404, 409):
                 raise
 
 
@@ -834,48 +860,6 @@ _SEARCH_PAGE = 1000
 _DETAIL_CONCURRENCY = 16
 
 
-async def poll(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]]
-               ) -> dict[str, tuple[dict[str, Any], str | None]]:
-    """``{task id: (fields, note)}`` within ``refresh_budget_s``: a task not reached waits for the next turn; a
-    server that did not answer at all counts a failure and its tasks get a note."""
-    out: dict[str, tuple[dict[str, Any], str | None]] = {}
-    answered: set[str] = set()
-    ended: set[str] = set()  # threads a search saw ended: their answers are there to read
-    groups: dict[tuple[str, str], tuple[RemoteSubagentSpec, list[Mapping[str, Any]]]] = {}
-    for record in records:
-        spec = runner.specs.get(record["agent_type"])
-        if spec is None:
-            out[record["id"]] = ({}, f"no remote subagent named {record['agent_type']!r} is configured here")
-            continue
-        groups.setdefault(caller_of(spec), (spec, []))[1].append(record)
-    jobs = {key: asyncio.ensure_future(_refresh_server(runner, spec, recs, out, answered, ended))
-            for key, (spec, recs) in groups.items()}
-    try:
-        if jobs:
-            await asyncio.wait(jobs.values(), timeout=runner.refresh_budget_s)
-    except asyncio.CancelledError:  # a caller's own deadline came first: leave no request behind
-        for job in jobs.values():
-            job.cancel()
-        raise
-    for key, job in jobs.items():
-        url = key[0]
-        if not job.done():
-            job.cancel()
-        elif not job.cancelled() and job.exception() is not None:
-            answered.discard(url)
-        left = [r for r in groups[key][1] if r["id"] not in out]
-        if not left:
-            continue
-        if url in answered:  # a slow answer, not a dead server: the rest waits for the next turn
-            out.update({r["id"]: ({}, r.get("note")) for r in left})
-            continue
-        failure = runner.pool.health.failed(url, f"no answer within the {runner.refresh_budget_s:g} s poll budget")
-        note = runner.pool.health.note(url) or str(failure)
-        out.update({r["id"]: ({}, note) for r in left})
-    await _end_expired(runner, records, out, ended)
-    return out
-
-
 def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: Mapping[str, Any], *,
                   ended: bool = False) -> bool:
     """Whether a live task has outlived its spec's ``timeout_s`` unanswered (``cancelled`` read past it is the
@@ -887,22 +871,6 @@ def past_deadline(spec: RemoteSubagentSpec, record: Mapping[str, Any], fields: M
     return (record.get("status") in ("pending", "running")
             and fields.get("status", record.get("status")) in ("pending", "running", "cancelled")
             and now() - float(started) >= spec.timeout_s)
-
-
-async def _end_expired(runner: RemoteTaskRunner, records: Sequence[Mapping[str, Any]],
-                       out: dict[str, tuple[dict[str, Any], str | None]], ended: set[str]) -> None:
-    expired = [(spec, r) for r in records if (spec := runner.specs.get(r["agent_type"])) is not None
-               and runner.deadline_due(spec, r, *out.get(r["id"], ({}, None)), ended=r.get("thread_id") in ended)]
-    if not expired:
-        return
-
-    async def end(spec: RemoteSubagentSpec, record: Mapping[str, Any]) -> None:
-        out[record["id"]] = (await runner.end_at_deadline(spec, record, *out.get(record["id"], ({}, None))), None)
-
-    jobs = [asyncio.ensure_future(end(spec, r)) for spec, r in expired]
-    await asyncio.wait(jobs, timeout=runner.refresh_budget_s)
-    for job in jobs:
-        job.cancel()  # a cancel the server did not answer in time is asked again next turn
 
 
 def caller_of(spec: RemoteSubagentSpec) -> tuple[str, str]:

@@ -263,9 +263,13 @@ def owner_state(name: object, *, me: Owner | None = None,
         return "self"
     if owner.host != _host():
         return "unknown"
-    if owner.pid == os.getpid() and owner.start == (process_start(owner.pid) or "?"):
+    started = process_start(owner.pid)
+    if owner.pid == os.getpid() and owner.start == (started or "?"):
         return "alive" if runtime_alive(owner.runtime) else "gone"
-    return "alive" if _process_alive(owner.pid, owner.start) else "gone"
+    # A start time that cannot be compared here (a "?"): a live pid counts as the owner.
+    alive = started is not None and (started == owner.start or "?" in (owner.start, started)
+                                     or "?" in owner.start.split("-", 1)[0])
+    return "alive" if alive else "gone"
 
 
 def process_start(pid: int) -> str | None:
@@ -285,15 +289,6 @@ def process_start(pid: int) -> str | None:
         return None
     ticks = fields[19] if len(fields) > 19 else "?"
     return f"{_boot_id()}-{ticks}"
-
-
-def _process_alive(pid: int, start: str) -> bool:
-    started = process_start(pid)
-    if started is None:
-        return False
-    if start == "?" or started == "?" or "?" in start.split("-", 1)[0]:
-        return True  # cannot compare start times here: a live pid counts as the owner
-    return started == start
 
 
 def _pid_exists(pid: int) -> bool:
@@ -550,24 +545,19 @@ def may_swap_model(middleware: Any) -> bool:
         overrides(middleware, hook) for hook in ("wrap_model_call", "awrap_model_call"))
 
 
-def refuse_sync_only_wraps(middleware: Any) -> None:
-    """Refuse a middleware whose model- or tool-call wrap is sync only (a background child's ``ainvoke`` would fail)."""
-    kind = type(middleware)
-    for sync, async_ in (("wrap_model_call", "awrap_model_call"), ("wrap_tool_call", "awrap_tool_call")):
-        if (getattr(kind, sync, None) is not getattr(AgentMiddleware, sync)
-                and getattr(kind, async_, None) is getattr(AgentMiddleware, async_)):
-            name = getattr(middleware, "name", kind.__name__)
-            raise InvalidArgumentType(
-                f"middleware {name!r} ({kind.__module__}.{kind.__qualname__}) defines {sync} but not "
-                f"{async_}: a background child runs async, on the background loop, even under a parent's "
-                f"invoke; give it an async {async_} too (or run this subagent with task)")
-
-
 def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
     """A built background child's middleware, ours only where they have work: :class:`OwnLoopModels` only if another
-    may swap the model; with no other, none (each run is one model call, its steering in its input)."""
+    may swap the model; with no other, none (each run is one model call, its steering in its input). A model- or
+    tool-call wrap that is sync only is refused: a background child's ``ainvoke`` would fail."""
     for mw in middleware:
-        refuse_sync_only_wraps(mw)
+        for kind, sync, async_ in ((type(mw), "wrap_model_call", "awrap_model_call"),
+                                   (type(mw), "wrap_tool_call", "awrap_tool_call")):
+            if (getattr(kind, sync, None) is not getattr(AgentMiddleware, sync)
+                    and getattr(kind, async_, None) is getattr(AgentMiddleware, async_)):
+                raise InvalidArgumentType(
+                    f"middleware {getattr(mw, 'name', kind.__name__)!r} ({kind.__module__}.{kind.__qualname__}) "
+                    f"defines {sync} but not {async_}: a background child runs async, on the background loop, even "
+                    f"under a parent's invoke; give it an async {async_} too (or run this subagent with task)")
     others = [mw for mw in middleware if not isinstance(mw, (SteeringInbox, OwnLoopModels))]
     if not others:
         return []
@@ -1017,16 +1007,15 @@ class BackgroundRuntime:
     def lease_soon(self, db: str, task_id: str) -> None:
         """Take a lease for a task just launched (from the loop), in one write with the others of this step."""
         if not self._new_leases:
-            asyncio.get_running_loop().call_soon(self._take_leases)
+            asyncio.get_running_loop().call_soon(self._renew)
         self._new_leases.setdefault(db, []).append(task_id)
         if self._leases is None or self._leases.done():  # renewed until no live task is left
             self._leases = self.spawn(self._renew_leases())
 
-    def _take_leases(self) -> None:
-        leases, self._new_leases = self._new_leases, {}
-        self._renew(leases)
-
-    def _renew(self, by_db: Mapping[str, list[str]]) -> None:
+    def _renew(self, by_db: Mapping[str, list[str]] | None = None) -> None:
+        """Renew the leases of ``by_db``'s tasks (default: of those launched since the last write)."""
+        if by_db is None:
+            by_db, self._new_leases = self._new_leases, {}
         for db, ids in by_db.items():
             with contextlib.suppress(Exception):  # a locked file: renewed next time
                 self.outcomes.file(db).renew(self.owner.name, ids, time.time())

@@ -185,7 +185,13 @@ class BackgroundTasks:
             raise TaskStateError(f"task {current['id']} is {status}, not waiting_for_approval: "
                                  "leave decision out and send the message alone.")
         if by_model and status == "waiting_for_approval":
-            message = model_refusal(current["id"], message, decision)
+            message = message.strip()  # a model may refuse, never approve (nor answer with a JSON resume value)
+            if decision == "approve" or (decision is None and (is_approval(message) or message[:1] in ("{", "["))):
+                raise TaskStateError(
+                    f"task {current['id']} waits for a person's approval, and a model cannot give it: the person "
+                    "answers through the application. You may refuse it instead: decision=\"reject\" with the reason "
+                    "as message.")
+            message = decided_message(message, "reject")
         elif decision is not None:
             message = decided_message(message, decision)
         if not shows_something(message):  # nothing a child could act on, invisible characters included
@@ -409,18 +415,6 @@ class _EndWatch:
                 job.exception()  # retrieved: a failed join is no news to report
 
 
-def model_refusal(task_id: str, message: str, decision: str | None) -> str:
-    """The resume message of a model's answer to a pending approval: a rejection; :class:`TaskStateError` for an
-    answer that would approve (the ``approve`` decision, an approval word, a JSON resume value)."""
-    text = message.strip()
-    if decision == "approve" or (decision is None and (is_approval(text) or text[:1] in ("{", "["))):
-        raise TaskStateError(
-            f"task {task_id} waits for a person's approval, and a model cannot give it: the person answers "
-            "through the application. You may refuse it instead: decision=\"reject\" with the reason as message."
-        )
-    return decided_message(text, "reject")
-
-
 # Every instance of this process, so a task is answered from its record alone (:func:`answer_approval`).
 _INSTANCES: weakref.WeakSet[BackgroundTasks] = weakref.WeakSet()
 
@@ -490,24 +484,8 @@ def wait_for_background(ledger: Mapping[str, Any], timeout_s: float = 30.0, *,
     if any(r.get("status") in ACTIVE_STATUSES for r in remote.values()) and tasks is None:
         raise InvalidArgument("wait_for_background: the ledger has remote tasks still running; pass tasks= "
                               "(the BackgroundTasks that started them, e.g. middleware.tasks) to wait for them")
-    if not _wait_local(local, timeout_s=timeout_s):
-        return False
-    if tasks is None or not any(r.get("status") in ACTIVE_STATUSES for r in remote.values()):
-        return True
-    margin = max(deadline - time.monotonic(), 0.0) + 1.0
-    try:  # bounded on the loop by the deadline itself; the margin is for a loop that is stuck
-        _, settled = tasks.runtime.run(settle_remote(tasks, remote, deadline=deadline, every_s=every_s),
-                                       timeout=margin if margin < threading.TIMEOUT_MAX else None)
-    except (concurrent.futures.TimeoutError, RuntimeClosed):  # a loop that stalls or stops: not settled
-        return False
-    return settled
-
-
-def _wait_local(ledger: Mapping[str, Any], timeout_s: float = 30.0) -> bool:
-    """Block until the local tasks of ``ledger`` run in this process have settled; ``False`` on timeout."""
-    deadline = time.monotonic() + timeout_s
     flushed: set[str] = set()
-    for task_id, record in ledger.items():
+    for task_id, record in local.items():
         owner = Owner.parse(record.get("owner"))
         runtime = BackgroundRuntime.find(owner.runtime) if owner is not None else None
         if (runtime is not None and runtime.id not in flushed and not runtime.in_loop()
@@ -528,4 +506,12 @@ def _wait_local(ledger: Mapping[str, Any], timeout_s: float = 30.0) -> bool:
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.05)
-    return True
+    if tasks is None or not any(r.get("status") in ACTIVE_STATUSES for r in remote.values()):
+        return True
+    margin = max(deadline - time.monotonic(), 0.0) + 1.0
+    try:  # bounded on the loop by the deadline itself; the margin is for a loop that is stuck
+        _, settled = tasks.runtime.run(settle_remote(tasks, remote, deadline=deadline, every_s=every_s),
+                                       timeout=margin if margin < threading.TIMEOUT_MAX else None)
+    except (concurrent.futures.TimeoutError, RuntimeClosed):  # a loop that stalls or stops: not settled
+        return False
+    return settled

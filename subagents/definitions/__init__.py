@@ -42,19 +42,4 @@ if TYPE_CHECKING:
     from subagents.definitions.skills import load_skill_dirs as load_skill_dirs
     from subagents.errors import McpServerError as McpServerError
 
-_WHERE = {name: f"subagents.{module}" for module, names in {
-    "definitions.condenser": ("CondenserSetting", "describe_condenser", "normalize_condenser"),
-    "definitions.files": ("Definition", "DirLevels", "Discovery", "FileProblem", "default_levels"),
-    "definitions.hooks": ("HookMiddleware", "normalize_hooks"),
-    "definitions.mcp": ("McpTool", "McpToolset", "check_mcp_servers", "mcp_tool_name", "normalize_mcp_config"),
-    "definitions.models": ("ModelProfiles", "UnknownModelPolicy", "describe_model", "resolve_model"),
-    "definitions.permissions": ("CLAUDE_PERMISSION_MODES", "PERMISSION_MODES", "PermissionMode", "approval_rules",
-        "normalize_permission_mode"),
-    "definitions.skills": ("SKILL_DIRS", "Skill", "SkillCatalog", "available_skills_block", "discover_skills",
-        "load_skill", "load_skill_dirs"),
-    "errors": ("McpServerError",),
-}.items() for name in names}
-
-__all__ = sorted(_WHERE)
-
-__getattr__ = lazy_exports(__name__, _WHERE)
+__getattr__ = lazy_exports(__name__)  # and __all__: the names re-exported above

@@ -20,6 +20,7 @@ from typing import Any, Literal, cast
 from langchain.agents.middleware import AgentMiddleware, AgentState, Runtime, ToolCallRequest
 from langchain.agents.middleware.types import hook_config
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.config import get_config
 from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -305,8 +306,15 @@ class HookMiddleware(AgentMiddleware):
         """Run every command of ``event`` matching ``subject`` (or ``alias``); return ``(blocks, warnings)``."""
         blocks: list[str] = []
         warnings: list[str] = []
-        base = {"hook_event_name": event, "agent_type": self.agent_type, "task_id": _task_id(),
-                "cwd": _cwd(), **payload}
+        try:
+            task_id = (get_config().get("metadata") or {}).get(TASK_ID_METADATA_KEY)
+        except Exception:  # noqa: BLE001 - outside a run there is no task
+            task_id = None
+        try:
+            cwd = os.getcwd()
+        except OSError:  # gone (a tool removed it): the event says ""
+            cwd = ""
+        base = {"hook_event_name": event, "agent_type": self.agent_type, "task_id": task_id, "cwd": cwd, **payload}
         for matcher in map(HookMatcher.model_validate, self.hooks.get(event, ())):
             if not (matcher.matches(subject) or (alias is not None and matcher.matches(alias))):
                 continue
@@ -414,20 +422,3 @@ class HookMiddleware(AgentMiddleware):
             return None
         prompt = HumanMessage(content="\n".join(blocks), additional_kwargs={STOP_HOOK_MARK: True})
         return {"messages": [prompt], "jump_to": "model"}
-
-
-def _task_id() -> str | None:
-    try:
-        from langgraph.config import get_config
-
-        return (get_config().get("metadata") or {}).get(TASK_ID_METADATA_KEY)
-    except Exception:  # noqa: BLE001 - outside a run there is no task
-        return None
-
-
-def _cwd() -> str:
-    """The working directory for the hook's event, or ``""`` once it is gone (a tool removed it)."""
-    try:
-        return os.getcwd()
-    except OSError:
-        return ""

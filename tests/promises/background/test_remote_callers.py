@@ -10,7 +10,7 @@ import pytest
 
 from helpers.fault_servers import RecordingServer
 from subagents import RemoteSubagentSpec
-from subagents.background.remote import RemoteClientPool, RemoteTaskRunner, ServerHealth, adopt_orphans, poll
+from subagents.background.remote import RemoteClientPool, RemoteTaskRunner, ServerHealth, adopt_orphans
 from subagents.runner import TASK_ID_METADATA_KEY
 
 KEYS = {"a": "key-of-tenant-a", "b": "key-of-tenant-b"}
@@ -73,7 +73,7 @@ def test_polling_asks_about_each_task_with_its_own_specs_key(server):
                 "thread_id": f"{name}-thread-{i}", "run_id": f"run-{i}", "note": None}
                for name in KEYS for i in range(3)]
     runner = runner_for(server)
-    results = asyncio.run(closing(runner, poll(runner, records)))
+    results = asyncio.run(closing(runner, runner.refresh_many(records)))
     searches = [r for r in server.requests if r["path"] == "/threads/search"]
     assert len(searches) == 2, [r["path"] for r in server.requests]
     for search in searches:

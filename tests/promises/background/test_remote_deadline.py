@@ -11,7 +11,7 @@ import pytest
 
 from helpers.fault_servers import RecordingServer
 from subagents import RemoteSubagentSpec
-from subagents.background.remote import RemoteClientPool, RemoteTaskRunner, ServerHealth, poll
+from subagents.background.remote import RemoteClientPool, RemoteTaskRunner, ServerHealth
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ async def start_and_poll(runner: RemoteTaskRunner, seconds: float) -> tuple[dict
         seen = []
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            fields, _ = (await poll(runner, [record]))["t1"]
+            fields, _ = (await runner.refresh_many([record]))["t1"]
             record.update(fields)
             seen.append(record["status"])
             if record["status"] not in ("pending", "running"):

@@ -9,7 +9,7 @@ import pytest
 from helpers.fault_servers import RecordingServer
 
 from subagents import RemoteSubagentSpec
-from subagents.background.remote import FAILURES_TO_OPEN, RemoteClientPool, RemoteTaskRunner, ServerHealth, poll
+from subagents.background.remote import FAILURES_TO_OPEN, RemoteClientPool, RemoteTaskRunner, ServerHealth
 
 LIVE = 200
 
@@ -33,7 +33,7 @@ async def turns(runner: RemoteTaskRunner, records: list[dict[str, object]], serv
     try:
         for _ in range(count):
             before = len(server.requests)
-            results = await poll(runner, records)
+            results = await runner.refresh_many(records)
             sent.append(len(server.requests) - before)
         return sent, results
     finally:

@@ -23,7 +23,7 @@ from typing import Any
 from helpers.fault_servers import RecordingServer
 
 from subagents import RemoteSubagentSpec
-from subagents.background.remote import RemoteClientPool, RemoteTaskRunner, poll
+from subagents.background.remote import RemoteClientPool, RemoteTaskRunner
 
 BUSY = [f"busy-{i}" for i in range(15)]
 ENDED = [f"ended-{i}" for i in range(5)]
@@ -109,7 +109,7 @@ def test_busy_tasks_cost_one_search_and_ended_ones_one_join() -> None:
             polls = []
             for _ in range(2):
                 server.requests.clear()
-                polls.append((await poll(runner, records), counts(server.requests)))
+                polls.append((await runner.refresh_many(records), counts(server.requests)))
             return polls
 
         (first, first_requests), (second, second_requests) = asyncio.run(twice())
@@ -134,7 +134,7 @@ def test_a_join_without_a_finished_answer_is_read_from_the_run_and_state() -> No
     try:
         runner = RemoteTaskRunner([RemoteSubagentSpec(name="worker", description="d", graph_id="g",
                                                       url=server.url)], pool=RemoteClientPool())
-        result = asyncio.run(poll(runner, [record(t) for t in JOINS]))
+        result = asyncio.run(runner.refresh_many([record(t) for t in JOINS]))
         requests = counts(server.requests)
     finally:
         server.close()
