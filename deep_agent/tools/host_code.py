@@ -35,8 +35,10 @@ class _Lexer(shlex.shlex):
 
 
 def shell_words(command: str) -> list[str]:
-    """``command``'s words as ``sh`` splits them, each operator its own (``);``: two); if unparsable, by whitespace."""
-    lexer = _Lexer(command.replace("\\\n", ""), posix=True, punctuation_chars=True)
+    """``command``'s words as ``sh`` splits them, each operator its own (``);``: two), a backquoted command read as
+    ``$(...)`` is; if unparsable, by whitespace."""
+    command = re.sub(r"`([^`]*)`", r"$(\1)", command.replace("\\\n", ""))
+    lexer = _Lexer(command, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     try:
         words = list(lexer)
@@ -198,13 +200,15 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
             target = chdir or (program[-1] if cd else "")
             inline: list[str] = []
             for folder in list(bases):
-                moved = _resolved(folder / target) if target and not target.startswith(("-", "~")) and not {
-                    "$", "`"} & set(target) else None
-                moved = moved if moved is not None and (moved.is_dir() or not os.path.lexists(moved)) else None
-                cwd = moved if chdir and moved else folder
+                goes = _expand(target, folder, top, values) if not target.startswith(("-", "~")) else ""
+                if cd and {"$", "`"} & set(goes):  # for d in a b; do cd "$d": to any folder of the top the text names
+                    moved = [m for w in words if (m := _resolved(folder / w)) and m.is_dir() and top in (m, *m.parents)]
+                else:
+                    moved = [m for m in [_resolved(folder / goes)] if goes and m and not {"$", "`"} & set(goes)
+                             and (m.is_dir() or not os.path.lexists(m))]
+                cwd = moved[0] if chdir and moved else folder
                 yield [_expand(w, cwd, top, values) for w in [*exported, *command]], cwd
-                if cd and moved is not None and moved not in bases:
-                    bases.append(moved)
+                bases += [m for m in moved if cd and m not in bases]
                 inline += _runs([_expand(w, cwd, top, values) for w in program], cwd, top, read)
             if name == ["export"]:
                 exported += [w for w in command if _ASSIGNMENT.match(w)]
@@ -342,8 +346,8 @@ _OPERATORS = frozenset({"&&", "||", ";", ";;", "|", "&", "|&", "(", ")", "!", "{
 _REDIRECTIONS = frozenset({"<", ">", ">>", "<<", "<&", ">&", "&>"})
 _FILE = re.compile(r"\w\.[A-Za-z]\w*$")  # a name with a suffix: x.py, .envrc.local
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-_PWD = re.compile(r"\$\{?PWD\}?|\$\(pwd\)|`pwd`")  # the shell's own folder, as a word names it
-_TOP = re.compile(r"\$\(git rev-parse --show-toplevel\)|`git rev-parse --show-toplevel`")
+_PWD = re.compile(r"\$\{?PWD\}?|\$\(pwd\)")  # the shell's own folder, as a word names it
+_TOP = re.compile(r"\$\(git rev-parse --show-toplevel\)")
 _VARIABLE = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")
 
 

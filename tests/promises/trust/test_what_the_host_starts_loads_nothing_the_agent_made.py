@@ -159,6 +159,10 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\nPYTHONPATH=src pytest -q\n", "src/app.py": "x\n"}, "src/argparse.py"),
     ({}, {".envrc": "export PYTHONPATH=src\n", "src/app.py": "x\n"}, "src/sitecustomize.py"),
     ({}, {".envrc": "export A=1\ndotenv\n", ".env": "A=1\n"}, ".env"),
+    # A cd to a word the reader cannot evaluate goes to any folder the text names; a backquoted command is read.
+    ({}, {".git/hooks/pre-commit": '#!/bin/sh\nfor d in app api; do (cd "$d" && python3 -m mytool); done\n',
+          "app/a.py": "x\n", "api/a.py": "x\n"}, "api/mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nV=`python3 -m mytool`\n"}, "mytool.py"),
 ]
 
 
