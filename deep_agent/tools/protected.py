@@ -498,9 +498,9 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                 yield origin, CONFIG
             bases = {root, *(p for p in (worktree, origin and origin.parent) if p is not None)}
             words = shell_words(value.removeprefix("!"))
-            command = len(words) > 1 or value.startswith("!")
-            ran = command_files(words, top, root) if command else set()  # a command's data is its work: grep x a.md
-            for part in (part for word in words for part in WORD_PARTS.split(word) if part not in ("", ".", "..")):
+            command = len(words) > 1 or value.startswith("!")  # what it runs counts, below: its data is its work
+            for part in (part for word in words if not command for part in WORD_PARTS.split(word)
+                         if part not in ("", ".", "..")):
                 # A path whatever its shape: an include's, or a file a hook or an extension loads (python:x.py:f).
                 shaped = "/" in part or part.startswith((".", "~")) or key.casefold().endswith("path") or (
                     key in ("hooks", "extensions") and bool(Path(part).suffix))
@@ -512,12 +512,12 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                         continue
                     if root not in path.parents or os.path.lexists(path / ".git"):
                         continue  # outside, or a working tree (a submodule's core.worktree)
-                    # A command's what it runs; a tail names a file; a whole part, missing its shape, or existing.
-                    if path in ran if command else os.path.isfile(path) if name != part else (
-                            shaped or os.path.lexists(path)):
+                    # A tail names a file; a whole part, missing its shape, or existing.
+                    if os.path.isfile(path) if name != part else shaped or os.path.lexists(path):
                         yield path, CONFIG
             # What the value run as a command runs or imports from its cwd, git's: the working tree's top.
-            yield from ((path, RUN) for path in ran)
+            for path in command_files(words, top, root) if command else ():
+                yield path, CONFIG if path.is_file() else RUN
             started.update(s for command, cwd in simple_commands(words, top) for s in starts(command, cwd))
     yield from _loaded_by_host(root, started)
 
