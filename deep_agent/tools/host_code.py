@@ -165,9 +165,10 @@ _HEREDOC = re.compile(r"(?<!<)<<-?\s*\\?['\"]?(\w+)")
 
 def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], Path]]:
     """Each simple command of ``words`` (with the ``NAME=value`` words it and an ``export`` set; ``$PWD`` its folder;
-    no redirection) and each folder it may run in from ``base``: a ``cd DIR`` adds ``DIR`` (missing yet too), for
-    it may fail, sit in a branch or a function never called. Every command text it runs is read (a word holding a
-    space, a script in ``base``, its ``#!`` line) in a subshell in its folder, one sourced in place."""
+    no redirection) and each folder it may run in from ``base``: a ``cd DIR`` adds ``DIR`` (missing yet too; one
+    it cannot evaluate, each folder a word read names), for it may fail, sit in a branch or a function never
+    called. Every command text it runs is read (a word holding a space, a script in ``base``, its ``#!`` line) in a
+    subshell in its folder, one sourced in place."""
     top, read = base, set[tuple[Path, Path]]()
     bases = [base]
     command: list[str] = []
@@ -175,6 +176,7 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
     subshells: list[list[Path]] = []  # the folders before a `( ... )`: a script read in its own gives them back
     values: dict[str, str | None] = {}
     todo = [";", *reversed(words)]  # a stack: what a command runs is read next
+    named = set(words)  # the words of every text read: where a cd it cannot evaluate may go
     while todo:
         word = todo.pop()
         if word in _REDIRECTIONS:  # `pushd sub 2>/dev/null`: the 2 and the target are no words of the command
@@ -202,7 +204,7 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
             for folder in list(bases):
                 goes = _expand(target, folder, top, values) if not target.startswith(("-", "~")) else ""
                 if cd and {"$", "`"} & set(goes):  # for d in a b; do cd "$d": to any folder of the top the text names
-                    moved = [m for w in words if (m := _resolved(folder / w)) and m.is_dir() and top in (m, *m.parents)]
+                    moved = [m for w in named if (m := _resolved(folder / w)) and m.is_dir() and top in (m, *m.parents)]
                 else:
                     moved = [m for m in [_resolved(folder / goes)] if goes and m and not {"$", "`"} & set(goes)
                              and (m.is_dir() or not os.path.lexists(m))]
@@ -218,6 +220,7 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
             command = []
             if inline:  # read before the word that ended the command: `(cd app && sh ../lint.sh)` reads it in app
                 todo += [word, ";", *reversed(inline)]
+                named.update(inline)
                 continue
         # Folders and exports only add up: a subshell's cd may be read outside it, never one dropped early (a case
         # pattern's `)`, a heredoc's text) nor after it.

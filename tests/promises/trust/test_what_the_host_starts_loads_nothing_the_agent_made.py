@@ -160,8 +160,8 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
     ({}, {".envrc": "export PYTHONPATH=src\n", "src/app.py": "x\n"}, "src/sitecustomize.py"),
     ({}, {".envrc": "export A=1\ndotenv\n", ".env": "A=1\n"}, ".env"),
     # A cd to a word the reader cannot evaluate goes to any folder the text names; a backquoted command is read.
-    ({}, {".git/hooks/pre-commit": '#!/bin/sh\nfor d in app api; do (cd "$d" && python3 -m mytool); done\n',
-          "app/a.py": "x\n", "api/a.py": "x\n"}, "api/mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nsh scripts/each.sh\n", "app/a.py": "x\n", "api/a.py": "x\n",
+          "scripts/each.sh": 'for d in app api; do (cd "$d" && python3 -m mytool); done\n'}, "api/mytool.py"),
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\nV=`python3 -m mytool`\n"}, "mytool.py"),
 ]
 
