@@ -154,6 +154,15 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
           "tools/check.sh": 'cd "$(dirname "$0")"\npython3 -m mytool\n'}, "tools/mytool.py"),
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\n(cd sub && cat <<EOF\n)\nEOF\npython3 -m mytool)\n",
           "sub/a.py": "x\n"}, "sub/mytool.py"),  # a `)` in a heredoc's text ends no folder
+    # A PYTHONPATH's folders are start folders, whatever python runs (pytest's, your shell's after an .envrc); and a
+    # direnv command after an export.
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nPYTHONPATH=src pytest -q\n", "src/app.py": "x\n"}, "src/argparse.py"),
+    ({}, {".envrc": "export PYTHONPATH=src\n", "src/app.py": "x\n"}, "src/sitecustomize.py"),
+    ({}, {".envrc": "export A=1\ndotenv\n", ".env": "A=1\n"}, ".env"),
+    # A cd to a word the reader cannot evaluate goes to any folder the text names; a backquoted command is read.
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nsh scripts/each.sh\n", "app/a.py": "x\n", "api/a.py": "x\n",
+          "scripts/each.sh": 'for d in app api; do (cd "$d" && python3 -m mytool); done\n'}, "api/mytool.py"),
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nV=`python3 -m mytool`\n"}, "mytool.py"),
 ]
 
 
@@ -181,15 +190,22 @@ def test_the_projects_own_package_beside_stays_writable(runner):
     assert (ws / "string.py").read_text() == "mine\n", out
 
 
-def test_a_folder_a_hook_or_a_config_command_works_on_stays_writable(runner):
+def test_what_a_hook_or_a_config_command_works_on_stays_writable(runner):
     """``flake8 src/ tests/`` in a hook, ``black src/`` as a filter: the folders are what the command works on (its
-    code is the program and the scripts it names). Before, a folder written with a ``/`` was held read-only."""
+    code is the program and the scripts it names). Before, a folder written with a ``/`` was held read-only; so were
+    a hook's data arguments (``grep -q TODO CHANGELOG.md``, ``black setup.py``) and all of ``src/`` for a
+    ``PYTHONPATH=src`` (a hook's, an ``.envrc``'s): the project's own modules there are its work, what a python would
+    load there in place of another's is not."""
     ws = runner.ws
+    hook = "#!/bin/sh\nflake8 src/ tests/\ngrep -q TODO CHANGELOG.md\nblack setup.py\nPYTHONPATH=src python3 -m app\n"
     protected = repository(runner, {"filter.fmt.clean": "black src/"},
-                           {".git/hooks/pre-commit": "#!/bin/sh\nflake8 src/ tests/\n", "src/app.py": "x\n",
-                            "tests/test_app.py": "y\n"})
-    assert protected.why(ws / "src" / "app.py") is None and protected.why(ws / "tests" / "test_app.py") is None
-    assert protected.why(ws / ".git" / "hooks" / "pre-commit") is not None
+                           {".git/hooks/pre-commit": hook, "src/app.py": "x\n", "tests/test_app.py": "y\n",
+                            "CHANGELOG.md": "z\n", "setup.py": "s\n", "src/json.py": "j\n",
+                            "sub/.envrc": "export PYTHONPATH=lib\n", "sub/lib/mine.py": "m\n"})
+    for path in ("src/app.py", "tests/test_app.py", "CHANGELOG.md", "setup.py", "sub/lib/mine.py"):
+        assert protected.why(ws / path) is None, path
+    for path in (".git/hooks/pre-commit", "src/json.py", "src/sitecustomize.py", "sub/lib/argparse.py"):
+        assert protected.why(ws / path) is not None, path
 
 
 MARKER = "print('PLANTED-ON-THE-HOST')\nraise SystemExit\n"
