@@ -119,9 +119,10 @@ def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path
 def command_files(words: list[str], base: Path, root: Path | None, *, every: bool = False) -> set[Path]:
     """What a shell command's ``words`` run from ``base``, as docs/cli.md says: its program, the script a shell,
     ``.``, ``source``, a python or node runs (missing yet too), an executable file (a program behind a wrapper:
-    ``timeout 10 x.sh``), what a python imports there, and the files and folders a ``NAME=value`` word names but a
-    ``PYTHONPATH``'s (start folders: :func:`starts`); with ``every``, every file and folder a word names (trust's
-    view, of what a hook or a server may read; an ``.envrc``'s commands make your shell's environment)."""
+    ``timeout 10 x.sh``), a file an option names (``--config=x``), what a python imports there, and the files
+    and folders a ``NAME=value`` word names but a ``PYTHONPATH``'s (start folders: :func:`starts`); with
+    ``every``, every file and folder a word names (trust's view, of what a hook or a server may read; an
+    ``.envrc``'s commands make your shell's environment)."""
     found: set[Path] = set()
     for command, cwd in simple_commands(words, base):
         held = [w for w in command if _ASSIGNMENT.match(w) and (every or w[:11] != "PYTHONPATH=")]
@@ -134,7 +135,8 @@ def command_files(words: list[str], base: Path, root: Path | None, *, every: boo
             named = script or (every and n == verb + 1)  # missing yet: sh guard.sh, cat .envrc.local
             found.update(p for part in WORD_PARTS.split(word)
                          if (p := _inside(part, cwd, root, folders=False, named=named and bool(Path(part).suffix)))
-                         and (every or (runs and part == word) or os.access(p, os.X_OK)))
+                         and (every or (runs and part == word) or os.access(p, os.X_OK)
+                              or (word[:1] == "-" and part != word)))  # --config=x: what it reads to know what to run
         for kind, folder, top in starts(command, cwd):  # -m's module in every form; a script
             names = (top,) if kind == "node" or not top.isidentifier() else (
                 "__pycache__", top, *(top + s for s in importlib.machinery.all_suffixes()))

@@ -51,6 +51,8 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
     ({}, PYTHON_HOOK, "scripts/subprocess.py"),  # a Python hook's start folder is its file's real one
     ({}, PYTHON_HOOK, "scripts/pre-commit.py"),
     ({}, {".git/hooks/pre-commit": PRE_COMMIT}, "pre_commit.py"),
+    ({}, {".git/hooks/pre-commit": PRE_COMMIT, ".pre-commit-config.yaml": "repos: []\n"},
+     ".pre-commit-config.yaml"),  # an option's file is what the program reads to know what to run
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\npython3 -m mytool check\n", "mytool.py": "ok\n"}, "mytool.py"),
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\nset -e\npython3 scripts/check.py\n", "scripts/check.py": "ok\n"},
      "scripts/check.py"),  # a hook line runs what it names, as a config's command does
