@@ -446,7 +446,8 @@ class TaskMeter(BaseCallbackHandler):
         self.stopped_by: SubagentError | None = None
         # Run id -> its running calls, as sent and priced: several where concurrent calls share one (a config reused).
         self._calls: dict[Any, list[_Call]] = {}
-        self._lock = threading.Lock()
+        self._settled: dict[Any, tuple[_Call, int, float]] = {}  # run id -> a call charged as its task ended, and what
+        self._lock = threading.RLock()  # reentrant: settled_usage ends calls under it
         self._tools: dict[Any, tuple[str, float]] = {}  # run id -> (tool name, started): tools running now
         self._last_tool: tuple[str, float, float] | None = None  # the latest to end: name, started, ended
         self.on_progress: Callable[[dict[str, Any]], None] | None = None  # told of each tool call as it starts
@@ -586,9 +587,12 @@ class TaskMeter(BaseCallbackHandler):
         return None
 
     def settled_usage(self) -> dict[str, Any]:
-        """The ended (or paused) task's :meth:`usage`, once the room it held is given back for good."""
-        with self._lock:
+        """The ended (or paused) task's :meth:`usage`, once the room it held is given back for good and each call still
+        running (abandoned at its timeout) is charged what it held, so the record shows what the budget was charged."""
+        with self._lock:  # a call ending meanwhile on its thread waits, then finds it settled (_end_call)
             held, self._room_held, self._room_for_call = self._room_held, None, (0, 0.0)
+            for run_id, call in [(run_id, call) for run_id, calls in self._calls.items() for call in calls]:
+                self._settled[run_id] = (call, *self._end_call(run_id, LLMResult(generations=[]), call))
         if held and self.budget is not None:
             self.budget.release(*held)
         return self.usage()
@@ -830,8 +834,11 @@ class TaskMeter(BaseCallbackHandler):
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         self._end_call(run_id, response)
 
-    def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> None:
+    def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> tuple[int, float]:
+        """Charge a call that ended; return what it was charged (tokens, USD)."""
         call = self._release(run_id, call)
+        paid = self._settled.pop(run_id, None) if call is None else None
+        call = paid[0] if paid else call
         try:
             reported_in, reported_out, replied = _usage_of(response)
         except Exception:  # noqa: BLE001 - a report that cannot be read is none: the call is charged what it held
@@ -854,6 +861,10 @@ class TaskMeter(BaseCallbackHandler):
         # Decided when it was sent; the reply's name only refines it to another priced name of the same model.
         priced = reply_price(self.prices or (budget.prices if budget else None), call.model, call.price, replied)
         cost = cost_at(priced, charged_in, charged_out)
+        if paid:  # charged what it held as its task ended (its record made): the budget takes what it reports beyond
+            if budget is not None:
+                budget.spend(max(0, charged_in + charged_out - paid[1]), max(0.0, cost - paid[2]))
+            return 0, 0.0
         with self._lock:
             self.input_tokens += reported_in
             self.output_tokens += reported_out
@@ -871,6 +882,7 @@ class TaskMeter(BaseCallbackHandler):
                 self._own_scale = max(scale, self._own_scale or scale)
             if budget is not None:
                 budget.learn(call.model, call.estimate, charged_in)  # keyed as the next reservation will be
+        return charged_in + charged_out, cost
 
 
 _METERED_APART: contextvars.ContextVar[bool] = contextvars.ContextVar("subagents_metered_apart", default=False)
@@ -983,10 +995,10 @@ class RunMeter(TaskMeter):
                     raise
                 raise RunEnded(refused, Command(graph=node, update={"messages": [self.ended(refused)]})) from refused
 
-    def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> None:
+    def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> tuple[int, float]:
         meter = next((meter for meter in (self, self.in_tools) if run_id in meter._calls), None)
-        if meter is not None:  # a call it saw start: any other is another meter's
-            TaskMeter._end_call(meter, run_id, response, call)
+        # A call it saw start: any other is another meter's.
+        return (0, 0.0) if meter is None else TaskMeter._end_call(meter, run_id, response, call)
 
     def _first_end(self, run_id: Any, event: Any) -> bool:
         """Whether ``event`` (a call's reply or error) ends a call here, not one it already ended (see _start_call)."""

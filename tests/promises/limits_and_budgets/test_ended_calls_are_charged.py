@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import uuid
+from typing import Any
 
 import pytest
 from helpers.billing import BillingModel
+from helpers.graphs import records, user
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from langchain_core.outputs import ChatGenerationChunk
 
-from deep_agent.testing import ScriptedChatModel
+from deep_agent import create_deep_agent
+from deep_agent.testing import ScriptedChatModel, tool_call
 from subagents import Budget
 from subagents.metering import RunMeter, TaskMeter
 
@@ -155,3 +159,43 @@ def test_calls_the_runs_meter_is_handed_twice_are_charged_once_a_run_id_shared_o
         var_child_runnable_config.reset(token)
     assert (budget.reserved, meter.model_calls) == (0, len(model.billed))
     assert budget.tokens == sum(i + o for i, o in model.billed)
+
+
+class _Gated(ScriptedChatModel):
+    """Answers once ``gate`` is set."""
+
+    gate: Any = None
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.gate.wait(60)  # a hang guard only: the test opens the gate
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        while not self.gate.is_set():
+            await asyncio.sleep(0.01)
+        return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
+
+def test_a_call_running_when_its_task_times_out_is_in_the_tasks_record_as_the_budget_charged_it(run):
+    # The budget was charged for it (at cancellation on ainvoke, when it ended in its abandoned thread on invoke),
+    # but the record, made as the task ended, showed 0 charged tokens: the record and the budget disagreed.
+    gate = threading.Event()
+    child = _Gated(default="late answer", model_name="child", gate=gate)
+    parent = ScriptedChatModel(model_name="parent", responses=[
+        {"tool_calls": [tool_call("task", description="job " * 500, subagent_type="w")]}, "done"])
+    # The parent's calls cost nothing: the budget's dollars are the child's, a dollar a million tokens.
+    budget = Budget(max_tokens=10**7, prices={"parent": (0.0, 0.0), "child": (1.0, 1.0)})
+    spec = {"name": "w", "description": "w", "model": child, "timeout_s": 1.0}
+    try:
+        out = run(create_deep_agent(parent, [], subagents=[spec], budget=budget), user("go"))
+        at_return = budget.usd
+    finally:
+        gate.set()
+    (record,) = records(out)
+    for thread in threading.enumerate():  # the abandoned child's (invoke): its call ends, then its next is refused
+        if thread.name == f"subagent-{record['id'][:8]}":
+            thread.join(60)
+    assert record["stop_reason"] == "timeout" and record["charged_input_tokens"] > 0
+    charged = record["charged_input_tokens"] + record["charged_output_tokens"]
+    assert round(at_return * 1e6) == round(budget.usd * 1e6) == round(record["cost_usd"] * 1e6) == charged
+    assert budget.reserved == 0
