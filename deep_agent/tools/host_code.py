@@ -136,7 +136,8 @@ def command_files(words: list[str], base: Path, root: Path | None, *, every: boo
             found.update(p for part in WORD_PARTS.split(word)
                          if (p := _inside(part, cwd, root, folders=False, named=named and bool(Path(part).suffix)))
                          and (every or (runs and part == word) or os.access(p, os.X_OK)
-                              or (word[:1] == "-" and part != word)))  # --config=x: what it reads to know what to run
+                              # an option's file (--config=x, make -f x): what it reads to know what to run
+                              or (word[:1] == "-" and part != word) or n and program[n - 1][:1] == "-" != word[:1]))
         for kind, folder, top in starts(command, cwd):  # -m's module in every form; a script
             names = (top,) if kind == "node" or not top.isidentifier() else (
                 "__pycache__", top, *(top + s for s in importlib.machinery.all_suffixes()))

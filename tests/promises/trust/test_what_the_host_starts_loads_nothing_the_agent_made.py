@@ -53,6 +53,7 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
     ({}, {".git/hooks/pre-commit": PRE_COMMIT}, "pre_commit.py"),
     ({}, {".git/hooks/pre-commit": PRE_COMMIT, ".pre-commit-config.yaml": "repos: []\n"},
      ".pre-commit-config.yaml"),  # an option's file is what the program reads to know what to run
+    ({}, {".git/hooks/pre-commit": "#!/bin/sh\nmake -f build.mk lint\n", "build.mk": "lint:\n\ttrue\n"}, "build.mk"),
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\npython3 -m mytool check\n", "mytool.py": "ok\n"}, "mytool.py"),
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\nset -e\npython3 scripts/check.py\n", "scripts/check.py": "ok\n"},
      "scripts/check.py"),  # a hook line runs what it names, as a config's command does
