@@ -1,19 +1,4 @@
-"""``BackgroundSubagentMiddleware``: subagents as background tasks the parent tracks.
-
-Six tools and the ledger ``async_tasks`` (of :class:`subagents.background.AsyncTaskRecord`), merged field by field.
-A spec without ``graph_id`` runs in this process through the same runner as ``task``; one with ``graph_id`` on a
-LangGraph Server. A child hands back its answer, never state keys (the parent has moved on by then). Finished tasks
-are announced before the parent's next model call; the ledger and each local outcome survive a restart (given a
-checkpointer). ``close()``, or dropping the middleware, closes its runtime.
-
-Example::
-
-    agent = create_agent("openai:gpt-4.1-mini", tools=[search], checkpointer=SqliteSaver(conn), middleware=[
-        BackgroundSubagentMiddleware(subagents=[
-            {"name": "researcher", "description": "Finds facts.", "tools": ["search"]},
-            {"name": "crawler", "description": "Crawls.", "graph_id": "crawler", "url": "https://my-server.example"},
-        ], settings=DelegationSettings.of(max_background_tasks=4))])
-"""
+"""``BackgroundSubagentMiddleware``: subagents as background tasks the parent tracks (docs/background.md)."""
 
 from __future__ import annotations
 
@@ -21,7 +6,7 @@ import json
 import logging
 import reprlib
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, get_type_hints
 
 from langchain.agents.middleware import (
@@ -97,6 +82,7 @@ from subagents.errors import InvalidArgumentType, StopReason, UnknownSubagent, b
 from subagents.ledger import LedgerChannel, touch_if_quiet
 from subagents.metering import Budget
 from subagents.outcome import lost
+from subagents.plans import adrive, drive
 from subagents.settings import DEFAULT_NOTICE_TOTAL_CHARS, DelegationSettings
 from subagents.spec import describe_validation_error
 
@@ -312,9 +298,11 @@ def background_tools(mw: BackgroundSubagentMiddleware) -> list[StructuredTool]:
     tools = []
     for name, handle, schema, text in table:
         func, coro = _faces(mw, handle, start=name == START_TOOL_NAME)
+        for face in (func, coro):  # its annotations evaluated once (LangChain reads a tool's hints on every call)
+            face.__annotations__ = get_type_hints(face, include_extras=True)
         # A start whose arguments are invalid (a blank description) is a delegation that never ran: recorded.
         tools.append((_RecordedStart if name == START_TOOL_NAME else StructuredTool).from_function(
-            func=_hints_resolved(func), coroutine=_hints_resolved(coro), name=name, description=text,
+            func=func, coroutine=coro, name=name, description=text,
             args_schema=schema, infer_schema=False, metadata={DELEGATION_TOOL_TAG: True}))
     return tools
 
@@ -325,26 +313,20 @@ def _faces(mw: BackgroundSubagentMiddleware, handle: Callable[..., Coroutine[obj
     `runtime: ToolRuntime` (how the tool node knows to inject it); a start is told to the run's stream."""
     loop = mw.runtime
 
-    def prepared(runtime: ToolRuntime, args: dict[str, Any]) -> Command[str] | Coroutine[object, None, Command[str]]:
+    def plan(runtime: ToolRuntime, args: dict[str, Any]) -> Generator[Coroutine[object, None, Command[str]],
+                                                                      Command[str], Command[str]]:
         made = mw._start_now(runtime, **args) if start else None
-        return made or (_closed(runtime) if loop.closed else handle(runtime, **args))
-
-    def told(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
+        try:
+            command = made or (_closed(runtime) if loop.closed else (yield handle(runtime, **args)))
+        except RuntimeClosed as exc:
+            return _closed(runtime, exc)
         return _told_started(runtime, command) if start else command
 
     def face(runtime: ToolRuntime, **args: Any) -> Command[str]:
-        command = prepared(runtime, args)
-        try:
-            return told(runtime, command if isinstance(command, Command) else loop.run(command))
-        except RuntimeClosed as exc:
-            return _closed(runtime, exc)
+        return drive(plan(runtime, args), loop.run)
 
     async def aface(runtime: ToolRuntime, **args: Any) -> Command[str]:
-        command = prepared(runtime, args)
-        try:
-            return told(runtime, command if isinstance(command, Command) else await loop.arun(command))
-        except RuntimeClosed as exc:
-            return _closed(runtime, exc)
+        return await adrive(plan(runtime, args), loop.arun)
 
     return face, aface
 
@@ -357,12 +339,6 @@ class _RecordedStart(RecordedTool):
         return {ASYNC_LEDGER_KEY: {entry["id"]: entry}}
 
 
-def _hints_resolved(face: Callable[..., Any]) -> Callable[..., Any]:
-    """``face`` with its annotations evaluated once (LangChain reads a tool's hints on every call)."""
-    face.__annotations__ = get_type_hints(face, include_extras=True)
-    return face
-
-
 def _not_notice(message: object) -> bool:
     return not is_notice(message)
 
@@ -370,9 +346,7 @@ def _not_notice(message: object) -> bool:
 def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[str]:
     """The answer of every background tool once the runtime is closed (or its loop stalls): an error, never a crash."""
     reason = safe_text(why, 300) if why is not None else "the background runtime was closed"
-    message = ToolMessage(content=f"Background tasks are unavailable: {reason}.",
-                          tool_call_id=runtime.tool_call_id or "", status="error")
-    return Command(update={"messages": [message], ASYNC_LEDGER_KEY: {}})  # see _reply: every call writes the ledger
+    return _reply(runtime, f"Background tasks are unavailable: {reason}.", error=True)
 
 
 # What each tool does, as one ``Command``: a ``ToolMessage`` and the records it changed. An unknown id or a
@@ -486,8 +460,20 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             :class:`SubAgentMiddleware`: its ``background`` group, ``max_delegations`` (one count with ``task``'s
             calls), and what local children are built with (transcripts go to JSONL only, never a store).
 
-    A :class:`SubAgentMiddleware` in ``model_middleware`` already lists its agents in ``<available_agents>``: they
-    are not listed again here.
+    A spec without ``graph_id`` runs in this process through the same runner as ``task``; one with ``graph_id`` on a
+    LangGraph Server. A child hands back its answer, never state keys (the parent has moved on by then). Finished
+    tasks are announced before the parent's next model call; the ledger (of :class:`AsyncTaskRecord`, merged field
+    by field) and each local outcome survive a restart, given a checkpointer. ``close()``, or dropping the
+    middleware, closes its runtime. A :class:`SubAgentMiddleware` in ``model_middleware`` already lists its agents
+    in ``<available_agents>``: they are not listed again here.
+
+    Example::
+
+        agent = create_agent("openai:gpt-4.1-mini", tools=[search], checkpointer=SqliteSaver(conn), middleware=[
+            BackgroundSubagentMiddleware(subagents=[
+                {"name": "researcher", "description": "Finds facts.", "tools": ["search"]},
+                {"name": "crawler", "description": "Crawls.", "graph_id": "crawler", "url": "https://x.example"},
+            ], settings=DelegationSettings.of(max_background_tasks=4))])
     """
 
     state_schema = AsyncTaskLedgerState
