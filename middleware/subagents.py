@@ -431,19 +431,11 @@ def answer_open_calls(calls: Sequence[Any], saved: Sequence[CheckpointTuple],
     return answers, update
 
 
-_servers: dict[int, tuple[object, bool]] = {}
-
-
 def _names_a_server(model: object) -> bool:
-    """Whether ``model`` names a server, asked once per model (on one without the field pydantic raises)."""
-    found = _servers.get(id(model))
-    if found is not None and found[0] is model:
-        return found[1]
-    served = bool(getattr(model, "openai_api_base", None))
-    if len(_servers) >= 64:  # a few models in one process; many only when each call builds its own
-        _servers.clear()
-    _servers[id(model)] = (model, served)
-    return served
+    """Whether ``model`` names a server: its field read only where declared (on a model without it pydantic raises,
+    a cost on every model call)."""
+    declared = "openai_api_base" in getattr(type(model), "model_fields", ())
+    return declared and bool(getattr(model, "openai_api_base", None))
 
 
 def parent_floor(owner: str, model_middleware: Sequence[AgentMiddleware] | None, specs: Sequence[AnySpec], *,
