@@ -39,7 +39,6 @@ from subagents.boundary import (
     tool_name,
     with_text_appended,
 )
-from subagents.definitions.files import DirLevels
 from subagents.definitions.permissions import PermissionMode, approval_rules
 from subagents.errors import InvalidArgumentType
 from subagents.ledger import LedgerChannel, merge_async_records, merge_records, saved_value
@@ -125,7 +124,13 @@ def create_deep_agent(
                                                   model=root_model)
     rules_on = _or_state_backend(backend) if with_deepagents else backend
     declared = [_backend_permissions(_backend_skills(s, backend), rules_on) for s in declared]
-    specs = _with_agent_files(declared, settings.definitions.agents_dirs)
+    specs = [coerce_spec(s) for s in declared]
+    given, agents_dirs = {s.name for s in specs}, settings.definitions.agents_dirs
+    for spec in load_agent_dirs(agents_dirs) if agents_dirs is not None else ():
+        if spec.name in given:
+            raise SpecError(f"{spec.source}: subagent {spec.name!r} is also passed in subagents=; "
+                            "each name must be unique (rename one, or drop one)")
+        specs.append(spec)
     specs = general_purpose_with_root_skills(specs, enabled=settings.definitions.general_purpose, backend=backend,
                                              skills=skills)
     private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])
@@ -162,10 +167,14 @@ def create_deep_agent(
 
             cast(Any, tracked).excluded_as = AsyncSubAgentMiddleware
         extra.append(tracked)
+    # The cap on the root's model calls, built even where the caller's own model call limit replaces it (a bad value
+    # is refused; two would count into the same state keys: the caller's decides).
+    turn_limit = [RootTurnLimit(limit, name=name)] if (limit := settings.limits.max_root_turns) is not None else []
     # deepagents' own file tools are the root's too (its FilesystemMiddleware is built inside deepagents).
     file_tools = deepagents_file_tool_names(backend, middleware) if with_deepagents else []
     stack = [*middleware, *_root_approval(options, tools, middleware, file_tools), *root_hooks,
-             *_root_turn_limit(settings.limits.max_root_turns, middleware, name), delegation, *extra,
+             *([] if any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware) else turn_limit),
+             delegation, *extra,
              *(hint if own_tools or delegation.tools or extra else []),
              *(_root_patch_tool_calls(middleware) if with_deepagents else ())]
     common = dict(system_prompt=with_text_appended(system_prompt, skill_block) if skill_block else system_prompt,
@@ -180,14 +189,6 @@ def create_deep_agent(
         graph = create_agent(root_model, tools, middleware=stack, **common)
     # A root middleware's own model calls go around the root's model-call wrap: the meter counts them.
     return delegation.metered(graph)
-
-
-def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any], name: str | None) -> list[Any]:
-    """The cap on the root's model calls per run, unless the caller set a model call limit of their own."""
-    # Built first: a bad value is refused even when the caller's own limit replaces it (two would count into
-    # the same state keys: the caller's decides).
-    limit = [RootTurnLimit(max_root_turns, name=name)] if max_root_turns is not None else []
-    return [] if any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware) else limit
 
 
 def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
@@ -212,17 +213,6 @@ def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
                                                               if not any(m is s for s in stand_ins)]}
 
     return [PatchOlderToolCalls()]
-
-
-def _with_agent_files(subagents: Sequence[AnySpec | Mapping[str, Any]], agents_dirs: DirLevels | None) -> list[AnySpec]:
-    specs = [coerce_spec(s) for s in subagents]
-    given = {s.name for s in specs}
-    for spec in load_agent_dirs(agents_dirs) if agents_dirs is not None else ():
-        if spec.name in given:
-            raise SpecError(f"{spec.source}: subagent {spec.name!r} is also passed in subagents=; "
-                            "each name must be unique (rename one, or drop one)")
-        specs.append(spec)
-    return specs
 
 
 def _root_approval(options: BuildOptions, tools: Sequence[Any], middleware: Sequence[Any],
