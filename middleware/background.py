@@ -335,8 +335,7 @@ class _RecordedStart(RecordedTool):
     """``start_async_task``: a call with invalid arguments gets its error result and a record, as ``task``'s does."""
 
     def _recorded(self, record: dict[str, object]) -> dict[str, object]:
-        entry = as_background_record(record)
-        return {ASYNC_LEDGER_KEY: {entry["id"]: entry}}
+        return {ASYNC_LEDGER_KEY: {record["id"]: as_background_record(record)}}
 
 
 def _not_notice(message: object) -> bool:
@@ -485,10 +484,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                  private_state_keys: frozenset[str] = frozenset(), system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
                  budget: Budget | None = None, settings: DelegationSettings | None = None) -> None:
         super().__init__()
-        settings = (settings or DelegationSettings()).with_keywords(budget=budget)
         # JSONL transcripts only: background children outlive the run's store.
-        settings = settings.model_copy(update={
-            "observability": settings.observability.model_copy(update={"transcript_store": None})})
+        settings = (settings or DelegationSettings()).with_keywords(budget=budget).updated(transcript_store=None)
         shared, background = settings.background.background_runtime, settings.background
         if shared is not None and not isinstance(shared, BackgroundRuntime):
             raise InvalidArgumentType(f"BackgroundSubagentMiddleware: background_runtime must be a BackgroundRuntime, "
@@ -559,8 +556,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         if self.runtime.closed:
             return None  # the loop path answers "unavailable"
         try:
-            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}
-            record = self.tasks.start_soon(call, ledger)
+            record = self.tasks.start_soon(call, runtime.state.get(ASYNC_LEDGER_KEY) or {})
         except RuntimeClosed:
             return None
         except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
@@ -570,9 +566,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     async def _handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]:
         """The start on the loop, where :meth:`_start_now` could not make it (and did not refuse it)."""
         call = self._call(runtime, description, subagent_type)
-        try:
-            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
-            record = await self.tasks.start(call, ledger)
+        try:  # the ledger read only: no copy per start
+            record = await self.tasks.start(call, runtime.state.get(ASYNC_LEDGER_KEY) or {})
         except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
             return _failed_start(runtime, call, exc)
         return _reply(runtime, started(record), record)
