@@ -449,8 +449,7 @@ def _backend_skills(spec: Any, backend: Any) -> Any:
 
 
 def _backend_permissions(spec: Any, backend: Any) -> Any:
-    """A dict spec with ``permissions`` gets deepagents' ``FilesystemMiddleware`` under those rules, as in deepagents
-    (without a backend, ``permissions`` is refused when the spec is read)."""
+    """A dict spec with ``permissions`` gets deepagents' ``FilesystemMiddleware`` under those rules (as deepagents)."""
     rules = spec.get("permissions") if isinstance(spec, Mapping) and backend is not None else None
     if not _given(rules):
         return spec

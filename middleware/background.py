@@ -309,8 +309,7 @@ def background_tools(mw: BackgroundSubagentMiddleware) -> list[StructuredTool]:
 
 def _faces(mw: BackgroundSubagentMiddleware, handle: Callable[..., Coroutine[object, None, Command[str]]], *,
            start: bool) -> tuple[Callable[..., Command[str]], Callable[..., Awaitable[Command[str]]]]:
-    """The sync face (blocking on the runtime's loop) and the async one (awaiting it) of one tool. Each names
-    `runtime: ToolRuntime` (how the tool node knows to inject it); a start is told to the run's stream."""
+    """A tool's sync and async faces, each naming `runtime: ToolRuntime` (how the tool node knows to inject it)."""
     loop = mw.runtime
 
     def plan(runtime: ToolRuntime, args: dict[str, Any]) -> Generator[Coroutine[object, None, Command[str]],
@@ -403,8 +402,7 @@ STARTED_EVENT = "background_task_started"
 
 
 def _told_started(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
-    """``command``, once the run's stream is told of the task it started (a turn of hundreds of starts is seen
-    advancing); from the tool's thread, whose run owns the stream."""
+    """``command``, once the run's stream (the tool thread's) is told of its start: many starts are seen advancing."""
     update = command.update if isinstance(command.update, Mapping) else {}
     for record in (update.get(ASYNC_LEDGER_KEY) or {}).values():
         runtime.stream_writer({STARTED_EVENT: {k: record.get(k) for k in ("id", "agent_type", "status",

@@ -184,8 +184,7 @@ class SubAgentMiddleware(AgentMiddleware):
         return self.prompt_block or None
 
     def _task_tool(self) -> StructuredTool:
-        """The ``task`` tool: a call runs through the runner (unless the cap refuses it), its outcome becomes the
-        parent's update. Its functions' hints are classes, not strings: LangChain resolves them on every call."""
+        """The ``task`` tool; its functions' hints are classes, not strings: LangChain resolves them on every call."""
         base = TaskToolInputWithSchema if self.structured_results else TaskToolInput
         writes = self._writes
 
@@ -432,8 +431,7 @@ def answer_open_calls(calls: Sequence[Any], saved: Sequence[CheckpointTuple],
 
 
 def _names_a_server(model: object) -> bool:
-    """Whether ``model`` names a server: its field read only where declared (on a model without it pydantic raises,
-    a cost on every model call)."""
+    """Whether ``model`` names a server (read where declared: on a model without the field pydantic raises)."""
     declared = "openai_api_base" in getattr(type(model), "model_fields", ())
     return declared and bool(getattr(model, "openai_api_base", None))
 
