@@ -319,7 +319,10 @@ def _faces(mw: BackgroundSubagentMiddleware, handle: Callable[..., Coroutine[obj
             command = made or (_closed(runtime) if loop.closed else (yield handle(runtime, **args)))
         except RuntimeClosed as exc:
             return _closed(runtime, exc)
-        return _told_started(runtime, command) if start else command
+        update = command.update if start and isinstance(command.update, Mapping) else {}
+        for record in (update.get(ASYNC_LEDGER_KEY) or {}).values():  # a turn of many starts is seen advancing
+            runtime.stream_writer({STARTED_EVENT: {k: record.get(k) for k in STARTED_FIELDS}})
+        return command
 
     def face(runtime: ToolRuntime, **args: Any) -> Command[str]:
         return drive(plan(runtime, args), loop.run)
@@ -398,16 +401,9 @@ def _reason(exc: BaseException) -> str:
 
 
 STARTED_EVENT = "background_task_started"
-"""The key of the custom stream event (``stream_mode="custom"``) each start of a task writes."""
-
-
-def _told_started(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
-    """``command``, once the run's stream (the tool thread's) is told of its start: many starts are seen advancing."""
-    update = command.update if isinstance(command.update, Mapping) else {}
-    for record in (update.get(ASYNC_LEDGER_KEY) or {}).values():
-        runtime.stream_writer({STARTED_EVENT: {k: record.get(k) for k in ("id", "agent_type", "status",
-                                                                          "tool_call_id")}})
-    return command
+"""The key of the custom stream event (``stream_mode="custom"``) each start of a task writes, from the tool's thread
+(whose run owns the stream)."""
+STARTED_FIELDS = ("id", "agent_type", "status", "tool_call_id")  # of the started task's record, in its event
 
 
 def _failed_start(runtime: ToolRuntime, call: TaskCall, exc: Exception) -> Command[str]:
