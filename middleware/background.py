@@ -703,7 +703,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def _catch_up_due(self, state: AgentState[ResponseT]) -> Coroutine[object, None, dict[str, object] | None] | None:
         # Remote starts with no ledger record, not yet looked for in this process.
         orphans = self._orphan_search.due(state.get("messages") or (), ledger_of(state), _thread_id(),
-                                          failed=_failed_starts(state)) if self.tasks.remote.specs else None
+                                          failed=_errors(state, left_open=False)) if self.tasks.remote.specs else None
         return self._catch_up(state, orphans) if self._due(state) or orphans else None
 
     def _due(self, state: AgentState[ResponseT]) -> bool:
@@ -716,7 +716,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     async def _catch_up(self, state: AgentState[ResponseT],
                         orphans: tuple[str, dict[str, tuple[str, str]]] | None = None) -> dict[str, object] | None:
         ledger = ledger_of(state)
-        adopted = await adopt_orphans(self.tasks.remote, *orphans, left_open=_left_open(state),
+        adopted = await adopt_orphans(self.tasks.remote, *orphans, left_open=_errors(state, left_open=True),
                                       search=self._orphan_search) if orphans else {}
         ledger.update(adopted)
         try:
@@ -796,16 +796,11 @@ def _just_started(state: AgentState[ResponseT], ledger: Mapping[str, Mapping[str
     return {task_id for task_id, r in ledger.items() if r.get("tool_call_id") in answered} if answered else set()
 
 
-def _left_open(state: AgentState[ResponseT]) -> set[str]:
-    """The remote starts a stopped run left open: answered by :data:`REMOTE_START_LEFT_OPEN`, not by a start."""
-    return {m.tool_call_id for m in state.get("messages") or ()
-            if isinstance(m, ToolMessage) and m.content == REMOTE_START_LEFT_OPEN}
-
-
-def _failed_starts(state: AgentState[ResponseT]) -> set[str]:
-    """The calls answered as failed (an error, not :data:`REMOTE_START_LEFT_OPEN`): the model was told so."""
-    return {m.tool_call_id for m in state.get("messages") or ()
-            if isinstance(m, ToolMessage) and m.status == "error" and m.content != REMOTE_START_LEFT_OPEN}
+def _errors(state: AgentState[ResponseT], *, left_open: bool) -> set[str]:
+    """The calls answered with an error: the remote starts a stopped run left open (:data:`REMOTE_START_LEFT_OPEN`,
+    not answered by a start), or the others (the model was told they failed)."""
+    return {m.tool_call_id for m in state.get("messages") or () if isinstance(m, ToolMessage)
+            and m.status == "error" and (m.content == REMOTE_START_LEFT_OPEN) == left_open}
 
 
 def _thread_id() -> str | None:
