@@ -536,7 +536,6 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         return TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
                                      parent_tools=self._tools)
 
-    # The six tools' handlers.
     def _refusal(self, runtime: ToolRuntime) -> str | None:
         """Why a run more (a start, retry, follow-up) is past ``max_delegations`` (one count with ``task``'s calls)."""
         limit = self.delegation_limit
@@ -693,7 +692,6 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                 log.warning("a stored outcome for call %r is not a task record; the task is recorded lost", call_id)
         return {**record, **lost(LOST_REASON, transcript)}
 
-    # Completion notices.
     def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         return self._on_loop(self._catch_up_due(state))
 

@@ -283,7 +283,6 @@ class SubAgentMiddleware(AgentMiddleware):
         if self.root_budget is not None and not budgeted:  # its plan makes the call by this one, ``budgeted``
             return (yield from self.root_budget.plan(request, lambda r: self._plan(r, calls, saved, watch=watch,
                                                                                     budgeted=True)))
-        # The request with open calls answered, the cap applied and the prompt block added, sent.
         request, update = self._at_start(request, calls, saved)
         self.parent_model.observe(request)
         if self.delegation_limit is not None:
