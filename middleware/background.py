@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import reprlib
@@ -608,27 +609,18 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def before_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         if not (calls := self._open_calls(state)):
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
-        saved = _saved_checkpoints(calls) if _starts(calls) else []
-        return self._on_loop(self._answer_open(state, calls, get_config(), saved))
+        saved = _saved_checkpoints(calls) if any(c.get("name") == START_TOOL_NAME for c in calls) else []
+        with contextlib.suppress(RuntimeClosed):  # closed meanwhile: nothing to report
+            return self.runtime.run(self._answer_open(state, calls, get_config(), saved))
+        return None
 
     async def abefore_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         if not (calls := self._open_calls(state)):
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
-        saved = await _asaved_checkpoints(calls) if _starts(calls) else []
-        return await self._aon_loop(self._answer_open(state, calls, get_config(), saved))
-
-    def _on_loop(self, work: Coroutine[object, None, dict[str, object] | None] | None) -> dict[str, object] | None:
-        try:
-            return None if work is None else self.runtime.run(work)
-        except RuntimeClosed:  # closed meanwhile: nothing to report
-            return None
-
-    async def _aon_loop(self, work: Coroutine[object, None, dict[str, object] | None] | None
-                        ) -> dict[str, object] | None:
-        try:
-            return None if work is None else await self.runtime.arun(work)
-        except RuntimeClosed:
-            return None
+        saved = await _asaved_checkpoints(calls) if any(c.get("name") == START_TOOL_NAME for c in calls) else []
+        with contextlib.suppress(RuntimeClosed):
+            return await self.runtime.arun(self._answer_open(state, calls, get_config(), saved))
+        return None
 
     def _open_calls(self, state: AgentState[ResponseT]) -> list[ToolCall]:
         names = {t.name for t in self.tools}
@@ -693,10 +685,14 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         return {**record, **lost(LOST_REASON, transcript)}
 
     def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
-        return self._on_loop(self._catch_up_due(state))
+        with contextlib.suppress(RuntimeClosed):
+            return None if (work := self._catch_up_due(state)) is None else self.runtime.run(work)
+        return None
 
     async def abefore_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
-        return await self._aon_loop(self._catch_up_due(state))
+        with contextlib.suppress(RuntimeClosed):
+            return None if (work := self._catch_up_due(state)) is None else await self.runtime.arun(work)
+        return None
 
     def _catch_up_due(self, state: AgentState[ResponseT]) -> Coroutine[object, None, dict[str, object] | None] | None:
         # Remote starts with no ledger record, not yet looked for in this process.
@@ -778,10 +774,6 @@ def _split(subagents: Sequence[AnySpec | RemoteSubagentSpec | Mapping[str, Any]]
         else:
             local.append(coerce_spec(spec))
     return local, remote
-
-
-def _starts(calls: Sequence[Mapping[str, object]]) -> set[str]:
-    return {str(c["id"]) for c in calls if c.get("name") == START_TOOL_NAME}
 
 
 def _just_started(state: AgentState[ResponseT], ledger: Mapping[str, Mapping[str, object]]) -> set[str]:
