@@ -30,7 +30,7 @@ from langgraph.types import Checkpointer
 from deep_agent._deepagents import DeepagentsToolHint, MissingExtraError, missing_tool_hints
 from middleware.root_turn_limit import RootTurnLimit
 from middleware.subagents import SubAgentMiddleware
-from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, open_calls
+from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, open_calls, with_general_purpose
 from subagents import AnySpec, Budget, BuildOptions, SpecError, coerce_spec, load_agent_dirs
 from subagents.boundary import (
     is_forbidden_tool,
@@ -43,7 +43,7 @@ from subagents.definitions.permissions import PermissionMode, approval_rules
 from subagents.errors import InvalidArgumentType
 from subagents.ledger import LedgerChannel, merge_async_records, merge_records, saved_value
 from subagents.settings import DelegationSettings
-from subagents.spec import SubagentSpec, is_async_spec
+from subagents.spec import is_async_spec
 
 
 def resolve_root_model(model: str | BaseChatModel | None) -> BaseChatModel:
@@ -131,8 +131,11 @@ def create_deep_agent(
             raise SpecError(f"{spec.source}: subagent {spec.name!r} is also passed in subagents=; "
                             "each name must be unique (rename one, or drop one)")
         specs.append(spec)
-    specs = general_purpose_with_root_skills(specs, enabled=settings.definitions.general_purpose, backend=backend,
-                                             skills=skills)
+    if _given(skills):  # with the deepagents stack: the general-purpose child has the root's skills, as in deepagents
+        from deepagents.middleware.skills import SkillsMiddleware
+
+        specs = with_general_purpose(specs, settings.definitions.general_purpose,
+                                     middleware=[SkillsMiddleware(backend=backend, sources=list(skills or ()))])
     private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])
     # Without deepagents' stack, a call to one of its tools is told where the tool comes from (children too).
     hint = [] if with_deepagents else [DeepagentsToolHint(missing_tool_hints(left_out=root.deepagents_stack is False))]
@@ -414,23 +417,6 @@ def _permissions(rules: Sequence[Any] | None,
                             "interrupt_on={'write_file': True, ...} and keep 'allow'/'deny' rules here")
         out.append(rule)
     return out
-
-
-def general_purpose_with_root_skills(specs: Sequence[Any], *, enabled: bool, backend: Any = None,
-                                     skills: Sequence[str] | None = None) -> list[Any]:
-    """``specs`` with a ``general-purpose`` child that has the root's deepagents skills, as in deepagents."""
-    from middleware.task_tool import GENERAL_PURPOSE_DESCRIPTION, GENERAL_PURPOSE_NAME, GENERAL_PURPOSE_PROMPT
-
-    names = {s.get("name") if isinstance(s, Mapping) else getattr(s, "name", None) for s in specs}
-    if not enabled or not _given(skills) or GENERAL_PURPOSE_NAME in names:
-        return list(specs)
-    from deepagents.middleware.skills import SkillsMiddleware
-
-    general = SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
-                           system_prompt=GENERAL_PURPOSE_PROMPT,
-                           middleware=[SkillsMiddleware(backend=_or_state_backend(backend),
-                                                        sources=list(_paths("skills", skills) or ()))])
-    return [general, *specs]
 
 
 def _backend_skills(spec: Any, backend: Any) -> Any:

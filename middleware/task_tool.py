@@ -327,12 +327,14 @@ def available_agents_block(agents: Iterable[tuple[str, str]]) -> str:
     return "" if not rows else "<available_agents>\n" + "\n".join(rows) + "\n</available_agents>"
 
 
-def with_general_purpose(specs: list[AnySpec], enabled: bool, *, taken: Iterable[str] = ()) -> list[AnySpec]:
-    """``specs`` with the ``general-purpose`` subagent first, unless off or a spec (or ``taken``) has its name."""
+def with_general_purpose(specs: list[AnySpec], enabled: bool, *, taken: Iterable[str] = (),
+                         middleware: Sequence[Any] = ()) -> list[AnySpec]:
+    """``specs`` with the ``general-purpose`` subagent first (under ``middleware``), unless off or a spec (or
+    ``taken``) has its name."""
     if not enabled or GENERAL_PURPOSE_NAME in {*taken, *(s.name for s in specs)}:
         return specs
     general = SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
-                           system_prompt=GENERAL_PURPOSE_PROMPT)
+                           system_prompt=GENERAL_PURPOSE_PROMPT, middleware=middleware)
     return [general, *specs]
 
 
