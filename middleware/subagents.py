@@ -188,8 +188,11 @@ class SubAgentMiddleware(AgentMiddleware):
         base = TaskToolInputWithSchema if self.structured_results else TaskToolInput
         writes = self._writes
 
-        def plan(runtime: ToolRuntime, call: TaskCall) -> Generator[Any, Any, Command]:  # type: ignore[type-arg]
+        def plan(runtime: ToolRuntime, description: str, subagent_type: str,
+                 output_schema: Any) -> Generator[Any, Any, Command]:  # type: ignore[type-arg]
             """Each step: a function, its async twin, their arguments."""
+            call = TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
+                                         parent_tools=self._tools, output_schema=output_schema)
             try:
                 limit, messages = self.delegation_limit, call.parent_state.get("messages", ())
                 reason = limit.refusal(messages, call.tool_call_id) if limit is not None else None
@@ -206,21 +209,14 @@ class SubAgentMiddleware(AgentMiddleware):
 
         def task(description: str, subagent_type: str, runtime: ToolRuntime,
                  output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-            return drive(plan(runtime, self._call(description, subagent_type, runtime, output_schema)),
-                         lambda step: step[0](*step[2:]))
+            return drive(plan(runtime, description, subagent_type, output_schema), lambda s: s[0](*s[2:]))
 
         async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
                         output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-            return await adrive(plan(runtime, self._call(description, subagent_type, runtime, output_schema)),
-                                lambda step: step[1](*step[2:]))
+            return await adrive(plan(runtime, description, subagent_type, output_schema), lambda s: s[1](*s[2:]))
 
         return delegation_tool(task, atask, TASK_TOOL_NAME, self.task_description,
                                task_args_schema(self.registry.names, base=base) if self._name_enum else base)
-
-    def _call(self, description: str, subagent_type: str, runtime: ToolRuntime,
-              output_schema: dict[str, Any] | None = None) -> TaskCall:
-        return TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
-                                     parent_tools=self._tools, output_schema=output_schema)
 
     # -- a turn after a stopped run: its open calls answered, in the model's own step (a ``before_agent`` node
     # would be a step and a checkpoint more in every run).
