@@ -1,7 +1,5 @@
-"""The terminal view of a run: :class:`TaskTree`, fed the parent's stream, is what a ``rich.live.Live`` redraws.
-
-Its rows are :mod:`deep_agent.cli.store`'s, so the tree and ``deep-agent tasks`` agree.
-"""
+"""The terminal view of a run: :class:`TaskTree`, fed the parent's stream, is what a ``rich.live.Live`` redraws
+(its rows are :mod:`deep_agent.cli.store`'s, so the tree and ``deep-agent tasks`` agree)."""
 
 from __future__ import annotations
 
