@@ -787,8 +787,7 @@ def _just_started(state: AgentState[ResponseT], ledger: Mapping[str, Mapping[str
 
 
 def _errors(state: AgentState[ResponseT], *, left_open: bool) -> set[str]:
-    """The calls answered with an error: the remote starts a stopped run left open (:data:`REMOTE_START_LEFT_OPEN`,
-    not answered by a start), or the others (the model was told they failed)."""
+    """The calls answered with an error: the remote starts a stopped run left open (``left_open``), or the others."""
     return {m.tool_call_id for m in state.get("messages") or () if isinstance(m, ToolMessage)
             and m.status == "error" and (m.content == REMOTE_START_LEFT_OPEN) == left_open}
 

@@ -329,8 +329,7 @@ def available_agents_block(agents: Iterable[tuple[str, str]]) -> str:
 
 def with_general_purpose(specs: list[AnySpec], enabled: bool, *, taken: Iterable[str] = (),
                          middleware: Sequence[Any] = ()) -> list[AnySpec]:
-    """``specs`` with the ``general-purpose`` subagent first (under ``middleware``), unless off or a spec (or
-    ``taken``) has its name."""
+    """``specs`` with ``general-purpose`` first (under ``middleware``), unless off or its name is taken."""
     if not enabled or GENERAL_PURPOSE_NAME in {*taken, *(s.name for s in specs)}:
         return specs
     general = SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
