@@ -1,9 +1,7 @@
-"""Assembling a root agent that delegates to governed subagents.
-
-deepagents' names are here too, so a migrating user changes only the import (docs/migrating.md); the rest of
-deepagents' ``__all__`` and its ``backends`` are deepagents' own objects, with the ``deepagents`` extra installed
-(without it, importing one is an ``ImportError`` naming the extra).
-"""
+"""Assembling a root agent that delegates to governed subagents. deepagents' names are here too, so a migrating user
+changes only the import (docs/migrating.md); the rest of deepagents' ``__all__`` and its ``backends`` are deepagents'
+own objects, with the ``deepagents`` extra installed (without it, importing one is an ``ImportError`` naming the
+extra)."""
 
 from __future__ import annotations
 

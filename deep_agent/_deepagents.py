@@ -1,8 +1,5 @@
-"""deepagents' own names, importable from ``deep_agent`` when the ``deepagents`` extra is installed.
-
-Nothing here imports deepagents until a name is asked for; without the
-extra, asking is a :class:`MissingExtraError` that says what to install.
-"""
+"""deepagents' own names, importable from ``deep_agent`` when the ``deepagents`` extra is installed (imported
+when a name is asked for; without the extra, a :class:`MissingExtraError` that says what to install)."""
 
 from __future__ import annotations
 

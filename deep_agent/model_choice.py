@@ -1,9 +1,7 @@
-"""Which chat model the CLI and the Studio graph run on.
-
-In order: an explicit ``provider:model``; an OpenAI-compatible server (``--base-url`` or ``OPENAI_BASE_URL``;
-no key needed on loopback); OpenAI (``OPENAI_API_KEY``); else :class:`NoModelConfigured`. ``--model scripted``
-(or ``DEEP_AGENT_SCRIPTED=1``) is the demo's offline model; ``scripted:package.module:factory`` calls ``factory()``.
-"""
+"""Which chat model the CLI and the Studio graph run on. In order: an explicit ``provider:model``; an OpenAI-compatible
+server (``--base-url`` or ``OPENAI_BASE_URL``; no key needed on loopback); OpenAI (``OPENAI_API_KEY``); else
+:class:`NoModelConfigured`. ``--model scripted`` (or ``DEEP_AGENT_SCRIPTED=1``) is the demo's offline model;
+``scripted:package.module:factory`` calls ``factory()``."""
 
 from __future__ import annotations
 

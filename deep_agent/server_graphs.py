@@ -1,11 +1,9 @@
-"""Graphs ``langgraph.json`` serves: ``graph``, the example deep agent Studio shows, and offline subagents.
-
-The subagents run on :class:`~deep_agent.testing.ScriptedChatModel` (the remote background tests run against them),
-built as every local one is. ``scripted_worker`` answers ``Done: <instruction>`` (``fail``: its model fails;
-``slow``: a one-second tool call a turn until ``Wrap up``); ``scripted_approver`` asks for approval before its
-``publish`` runs; ``scripted_delegator``: ``DELEGATE <instruction>`` starts ``scripted_worker`` in the background
-on this same server (a remote spec without a url).
-"""
+"""Graphs ``langgraph.json`` serves: ``graph``, the example deep agent Studio shows, and offline subagents. The
+subagents run on :class:`~deep_agent.testing.ScriptedChatModel` (the remote background tests run against them), built as
+every local one is. ``scripted_worker`` answers ``Done: <instruction>`` (``fail``: its model fails; ``slow``: a
+one-second tool call a turn until ``Wrap up``); ``scripted_approver`` asks for approval before its ``publish`` runs;
+``scripted_delegator``: ``DELEGATE <instruction>`` starts ``scripted_worker`` in the background on this same server (a
+remote spec without a url)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""A scripted chat model for offline runs: tests, the demo, and your own tests (docs/testing.md).
-
-Replies are chosen from the conversation, never from call order, so parallel children sharing one model
-stay deterministic: a turn's reply is ``script[k]``, ``k`` the AI messages since the last human message,
-the script the first rule whose pattern occurs in it (else ``responses``). An unmatched continuation
-request repeats the previous answer. A reply is a string, an ``AIMessage``, a dict with ``content`` and/or
-``tool_calls`` (:func:`tool_call`), an exception to raise, or a callable taking the messages and returning
-one of those.
-"""
+"""A scripted chat model for offline runs: tests, the demo, and your own tests (docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -42,7 +34,12 @@ class ScriptExhausted(SubagentsError, RuntimeError):
 
 
 class ScriptedChatModel(BaseChatModel):
-    """A deterministic chat model with tool calling, latency and usage metadata."""
+    """A deterministic chat model with tool calling, latency and usage metadata. Replies are chosen from the
+    conversation, never from call order, so parallel children sharing one model stay deterministic: a turn's reply is
+    ``script[k]``, ``k`` the AI messages since the last human message, the script the first of ``rules`` whose pattern
+    occurs in it (else ``responses``). An unmatched continuation request repeats the previous answer. A reply is a
+    string, an ``AIMessage``, a dict with ``content`` and/or ``tool_calls`` (:func:`tool_call`), an exception to
+    raise, or a callable taking the messages and returning one of those."""
 
     responses: list[Reply] = Field(default_factory=list)
     rules: list[Rule] = Field(default_factory=list)

@@ -1,7 +1,5 @@
-"""AgentMiddleware classes that give an agent governed subagents: the public names are ``__all__``.
-
-Names are imported on first use (PEP 562): an agent without background tasks never loads their runtime.
-"""
+"""AgentMiddleware classes that give an agent governed subagents: the public names are ``__all__``. Names are imported
+on first use (PEP 562): an agent without background tasks never loads their runtime."""
 
 from __future__ import annotations
 

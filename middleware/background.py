@@ -1,27 +1,13 @@
-"""``BackgroundSubagentMiddleware``: subagents as background tasks the parent tracks.
-
-Six tools and the ledger ``async_tasks`` (of :class:`subagents.background.AsyncTaskRecord`), merged field by field.
-A spec without ``graph_id`` runs in this process through the same runner as ``task``; one with ``graph_id`` on a
-LangGraph Server. A child hands back its answer, never state keys (the parent has moved on by then). Finished tasks
-are announced before the parent's next model call; the ledger and each local outcome survive a restart (given a
-checkpointer). ``close()``, or dropping the middleware, closes its runtime.
-
-Example::
-
-    agent = create_agent("openai:gpt-4.1-mini", tools=[search], checkpointer=SqliteSaver(conn), middleware=[
-        BackgroundSubagentMiddleware(subagents=[
-            {"name": "researcher", "description": "Finds facts.", "tools": ["search"]},
-            {"name": "crawler", "description": "Crawls.", "graph_id": "crawler", "url": "https://my-server.example"},
-        ], settings=DelegationSettings.of(max_background_tasks=4))])
-"""
+"""``BackgroundSubagentMiddleware``: subagents as background tasks the parent tracks (docs/background.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import reprlib
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, get_type_hints
 
 from langchain.agents.middleware import (
@@ -97,6 +83,7 @@ from subagents.errors import InvalidArgumentType, StopReason, UnknownSubagent, b
 from subagents.ledger import LedgerChannel, touch_if_quiet
 from subagents.metering import Budget
 from subagents.outcome import lost
+from subagents.plans import adrive, drive
 from subagents.settings import DEFAULT_NOTICE_TOTAL_CHARS, DelegationSettings
 from subagents.spec import describe_validation_error
 
@@ -312,39 +299,37 @@ def background_tools(mw: BackgroundSubagentMiddleware) -> list[StructuredTool]:
     tools = []
     for name, handle, schema, text in table:
         func, coro = _faces(mw, handle, start=name == START_TOOL_NAME)
+        for face in (func, coro):  # its annotations evaluated once (LangChain reads a tool's hints on every call)
+            face.__annotations__ = get_type_hints(face, include_extras=True)
         # A start whose arguments are invalid (a blank description) is a delegation that never ran: recorded.
         tools.append((_RecordedStart if name == START_TOOL_NAME else StructuredTool).from_function(
-            func=_hints_resolved(func), coroutine=_hints_resolved(coro), name=name, description=text,
+            func=func, coroutine=coro, name=name, description=text,
             args_schema=schema, infer_schema=False, metadata={DELEGATION_TOOL_TAG: True}))
     return tools
 
 
 def _faces(mw: BackgroundSubagentMiddleware, handle: Callable[..., Coroutine[object, None, Command[str]]], *,
            start: bool) -> tuple[Callable[..., Command[str]], Callable[..., Awaitable[Command[str]]]]:
-    """The sync face (blocking on the runtime's loop) and the async one (awaiting it) of one tool. Each names
-    `runtime: ToolRuntime` (how the tool node knows to inject it); a start is told to the run's stream."""
+    """A tool's sync and async faces, each naming `runtime: ToolRuntime` (how the tool node knows to inject it)."""
     loop = mw.runtime
 
-    def prepared(runtime: ToolRuntime, args: dict[str, Any]) -> Command[str] | Coroutine[object, None, Command[str]]:
+    def plan(runtime: ToolRuntime, args: dict[str, Any]) -> Generator[Coroutine[object, None, Command[str]],
+                                                                      Command[str], Command[str]]:
         made = mw._start_now(runtime, **args) if start else None
-        return made or (_closed(runtime) if loop.closed else handle(runtime, **args))
-
-    def told(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
-        return _told_started(runtime, command) if start else command
+        try:
+            command = made or (_closed(runtime) if loop.closed else (yield handle(runtime, **args)))
+        except RuntimeClosed as exc:
+            return _closed(runtime, exc)
+        update = command.update if start and isinstance(command.update, Mapping) else {}
+        for record in (update.get(ASYNC_LEDGER_KEY) or {}).values():  # a turn of many starts is seen advancing
+            runtime.stream_writer({STARTED_EVENT: {k: record.get(k) for k in STARTED_FIELDS}})
+        return command
 
     def face(runtime: ToolRuntime, **args: Any) -> Command[str]:
-        command = prepared(runtime, args)
-        try:
-            return told(runtime, command if isinstance(command, Command) else loop.run(command))
-        except RuntimeClosed as exc:
-            return _closed(runtime, exc)
+        return drive(plan(runtime, args), loop.run)
 
     async def aface(runtime: ToolRuntime, **args: Any) -> Command[str]:
-        command = prepared(runtime, args)
-        try:
-            return told(runtime, command if isinstance(command, Command) else await loop.arun(command))
-        except RuntimeClosed as exc:
-            return _closed(runtime, exc)
+        return await adrive(plan(runtime, args), loop.arun)
 
     return face, aface
 
@@ -353,14 +338,7 @@ class _RecordedStart(RecordedTool):
     """``start_async_task``: a call with invalid arguments gets its error result and a record, as ``task``'s does."""
 
     def _recorded(self, record: dict[str, object]) -> dict[str, object]:
-        entry = as_background_record(record)
-        return {ASYNC_LEDGER_KEY: {entry["id"]: entry}}
-
-
-def _hints_resolved(face: Callable[..., Any]) -> Callable[..., Any]:
-    """``face`` with its annotations evaluated once (LangChain reads a tool's hints on every call)."""
-    face.__annotations__ = get_type_hints(face, include_extras=True)
-    return face
+        return {ASYNC_LEDGER_KEY: {record["id"]: as_background_record(record)}}
 
 
 def _not_notice(message: object) -> bool:
@@ -370,9 +348,7 @@ def _not_notice(message: object) -> bool:
 def _closed(runtime: ToolRuntime, why: BaseException | None = None) -> Command[str]:
     """The answer of every background tool once the runtime is closed (or its loop stalls): an error, never a crash."""
     reason = safe_text(why, 300) if why is not None else "the background runtime was closed"
-    message = ToolMessage(content=f"Background tasks are unavailable: {reason}.",
-                          tool_call_id=runtime.tool_call_id or "", status="error")
-    return Command(update={"messages": [message], ASYNC_LEDGER_KEY: {}})  # see _reply: every call writes the ledger
+    return _reply(runtime, f"Background tasks are unavailable: {reason}.", error=True)
 
 
 # What each tool does, as one ``Command``: a ``ToolMessage`` and the records it changed. An unknown id or a
@@ -426,17 +402,9 @@ def _reason(exc: BaseException) -> str:
 
 
 STARTED_EVENT = "background_task_started"
-"""The key of the custom stream event (``stream_mode="custom"``) each start of a task writes."""
-
-
-def _told_started(runtime: ToolRuntime, command: Command[str]) -> Command[str]:
-    """``command``, once the run's stream is told of the task it started (a turn of hundreds of starts is seen
-    advancing); from the tool's thread, whose run owns the stream."""
-    update = command.update if isinstance(command.update, Mapping) else {}
-    for record in (update.get(ASYNC_LEDGER_KEY) or {}).values():
-        runtime.stream_writer({STARTED_EVENT: {k: record.get(k) for k in ("id", "agent_type", "status",
-                                                                          "tool_call_id")}})
-    return command
+"""The key of the custom stream event (``stream_mode="custom"``) each start of a task writes, from the tool's thread
+(whose run owns the stream)."""
+STARTED_FIELDS = ("id", "agent_type", "status", "tool_call_id")  # of the started task's record, in its event
 
 
 def _failed_start(runtime: ToolRuntime, call: TaskCall, exc: Exception) -> Command[str]:
@@ -486,8 +454,20 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             :class:`SubAgentMiddleware`: its ``background`` group, ``max_delegations`` (one count with ``task``'s
             calls), and what local children are built with (transcripts go to JSONL only, never a store).
 
-    A :class:`SubAgentMiddleware` in ``model_middleware`` already lists its agents in ``<available_agents>``: they
-    are not listed again here.
+    A spec without ``graph_id`` runs in this process through the same runner as ``task``; one with ``graph_id`` on a
+    LangGraph Server. A child hands back its answer, never state keys (the parent has moved on by then). Finished
+    tasks are announced before the parent's next model call; the ledger (of :class:`AsyncTaskRecord`, merged field
+    by field) and each local outcome survive a restart, given a checkpointer. ``close()``, or dropping the
+    middleware, closes its runtime. A :class:`SubAgentMiddleware` in ``model_middleware`` already lists its agents
+    in ``<available_agents>``: they are not listed again here.
+
+    Example::
+
+        agent = create_agent("openai:gpt-4.1-mini", tools=[search], checkpointer=SqliteSaver(conn), middleware=[
+            BackgroundSubagentMiddleware(subagents=[
+                {"name": "researcher", "description": "Finds facts.", "tools": ["search"]},
+                {"name": "crawler", "description": "Crawls.", "graph_id": "crawler", "url": "https://x.example"},
+            ], settings=DelegationSettings.of(max_background_tasks=4))])
     """
 
     state_schema = AsyncTaskLedgerState
@@ -499,10 +479,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                  private_state_keys: frozenset[str] = frozenset(), system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
                  budget: Budget | None = None, settings: DelegationSettings | None = None) -> None:
         super().__init__()
-        settings = (settings or DelegationSettings()).with_keywords(budget=budget)
         # JSONL transcripts only: background children outlive the run's store.
-        settings = settings.model_copy(update={
-            "observability": settings.observability.model_copy(update={"transcript_store": None})})
+        settings = (settings or DelegationSettings()).with_keywords(budget=budget).updated(transcript_store=None)
         shared, background = settings.background.background_runtime, settings.background
         if shared is not None and not isinstance(shared, BackgroundRuntime):
             raise InvalidArgumentType(f"BackgroundSubagentMiddleware: background_runtime must be a BackgroundRuntime, "
@@ -559,7 +537,6 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         return TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
                                      parent_tools=self._tools)
 
-    # The six tools' handlers.
     def _refusal(self, runtime: ToolRuntime) -> str | None:
         """Why a run more (a start, retry, follow-up) is past ``max_delegations`` (one count with ``task``'s calls)."""
         limit = self.delegation_limit
@@ -573,8 +550,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         if self.runtime.closed:
             return None  # the loop path answers "unavailable"
         try:
-            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}
-            record = self.tasks.start_soon(call, ledger)
+            record = self.tasks.start_soon(call, runtime.state.get(ASYNC_LEDGER_KEY) or {})
         except RuntimeClosed:
             return None
         except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
@@ -584,9 +560,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     async def _handle_start(self, runtime: ToolRuntime, description: str, subagent_type: str) -> Command[str]:
         """The start on the loop, where :meth:`_start_now` could not make it (and did not refuse it)."""
         call = self._call(runtime, description, subagent_type)
-        try:
-            ledger = runtime.state.get(ASYNC_LEDGER_KEY) or {}  # read only: no copy per start
-            record = await self.tasks.start(call, ledger)
+        try:  # the ledger read only: no copy per start
+            record = await self.tasks.start(call, runtime.state.get(ASYNC_LEDGER_KEY) or {})
         except Exception as exc:  # noqa: BLE001 - a refused start fails this call alone
             return _failed_start(runtime, call, exc)
         return _reply(runtime, started(record), record)
@@ -634,27 +609,18 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     def before_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         if not (calls := self._open_calls(state)):
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
-        saved = _saved_checkpoints(calls) if _starts(calls) else []
-        return self._on_loop(self._answer_open(state, calls, get_config(), saved))
+        saved = _saved_checkpoints(calls) if any(c.get("name") == START_TOOL_NAME for c in calls) else []
+        with contextlib.suppress(RuntimeClosed):  # closed meanwhile: nothing to report
+            return self.runtime.run(self._answer_open(state, calls, get_config(), saved))
+        return None
 
     async def abefore_agent(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
         if not (calls := self._open_calls(state)):
             return touch_if_quiet(state, ASYNC_LEDGER_KEY, {t.name for t in self.tools}, is_turn=_not_notice)
-        saved = await _asaved_checkpoints(calls) if _starts(calls) else []
-        return await self._aon_loop(self._answer_open(state, calls, get_config(), saved))
-
-    def _on_loop(self, work: Coroutine[object, None, dict[str, object] | None] | None) -> dict[str, object] | None:
-        try:
-            return None if work is None else self.runtime.run(work)
-        except RuntimeClosed:  # closed meanwhile: nothing to report
-            return None
-
-    async def _aon_loop(self, work: Coroutine[object, None, dict[str, object] | None] | None
-                        ) -> dict[str, object] | None:
-        try:
-            return None if work is None else await self.runtime.arun(work)
-        except RuntimeClosed:
-            return None
+        saved = await _asaved_checkpoints(calls) if any(c.get("name") == START_TOOL_NAME for c in calls) else []
+        with contextlib.suppress(RuntimeClosed):
+            return await self.runtime.arun(self._answer_open(state, calls, get_config(), saved))
+        return None
 
     def _open_calls(self, state: AgentState[ResponseT]) -> list[ToolCall]:
         names = {t.name for t in self.tools}
@@ -718,17 +684,20 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                 log.warning("a stored outcome for call %r is not a task record; the task is recorded lost", call_id)
         return {**record, **lost(LOST_REASON, transcript)}
 
-    # Completion notices.
     def before_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
-        return self._on_loop(self._catch_up_due(state))
+        with contextlib.suppress(RuntimeClosed):
+            return None if (work := self._catch_up_due(state)) is None else self.runtime.run(work)
+        return None
 
     async def abefore_model(self, state: AgentState[ResponseT], runtime: Runtime[ContextT]) -> dict[str, object] | None:
-        return await self._aon_loop(self._catch_up_due(state))
+        with contextlib.suppress(RuntimeClosed):
+            return None if (work := self._catch_up_due(state)) is None else await self.runtime.arun(work)
+        return None
 
     def _catch_up_due(self, state: AgentState[ResponseT]) -> Coroutine[object, None, dict[str, object] | None] | None:
         # Remote starts with no ledger record, not yet looked for in this process.
         orphans = self._orphan_search.due(state.get("messages") or (), ledger_of(state), _thread_id(),
-                                          failed=_failed_starts(state)) if self.tasks.remote.specs else None
+                                          failed=_errors(state, left_open=False)) if self.tasks.remote.specs else None
         return self._catch_up(state, orphans) if self._due(state) or orphans else None
 
     def _due(self, state: AgentState[ResponseT]) -> bool:
@@ -741,7 +710,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     async def _catch_up(self, state: AgentState[ResponseT],
                         orphans: tuple[str, dict[str, tuple[str, str]]] | None = None) -> dict[str, object] | None:
         ledger = ledger_of(state)
-        adopted = await adopt_orphans(self.tasks.remote, *orphans, left_open=_left_open(state),
+        adopted = await adopt_orphans(self.tasks.remote, *orphans, left_open=_errors(state, left_open=True),
                                       search=self._orphan_search) if orphans else {}
         ledger.update(adopted)
         try:
@@ -807,10 +776,6 @@ def _split(subagents: Sequence[AnySpec | RemoteSubagentSpec | Mapping[str, Any]]
     return local, remote
 
 
-def _starts(calls: Sequence[Mapping[str, object]]) -> set[str]:
-    return {str(c["id"]) for c in calls if c.get("name") == START_TOOL_NAME}
-
-
 def _just_started(state: AgentState[ResponseT], ledger: Mapping[str, Mapping[str, object]]) -> set[str]:
     """The ids of the tasks whose start calls the step just before answered (the messages' last tool results)."""
     answered = set()
@@ -821,16 +786,10 @@ def _just_started(state: AgentState[ResponseT], ledger: Mapping[str, Mapping[str
     return {task_id for task_id, r in ledger.items() if r.get("tool_call_id") in answered} if answered else set()
 
 
-def _left_open(state: AgentState[ResponseT]) -> set[str]:
-    """The remote starts a stopped run left open: answered by :data:`REMOTE_START_LEFT_OPEN`, not by a start."""
-    return {m.tool_call_id for m in state.get("messages") or ()
-            if isinstance(m, ToolMessage) and m.content == REMOTE_START_LEFT_OPEN}
-
-
-def _failed_starts(state: AgentState[ResponseT]) -> set[str]:
-    """The calls answered as failed (an error, not :data:`REMOTE_START_LEFT_OPEN`): the model was told so."""
-    return {m.tool_call_id for m in state.get("messages") or ()
-            if isinstance(m, ToolMessage) and m.status == "error" and m.content != REMOTE_START_LEFT_OPEN}
+def _errors(state: AgentState[ResponseT], *, left_open: bool) -> set[str]:
+    """The calls answered with an error: the remote starts a stopped run left open (``left_open``), or the others."""
+    return {m.tool_call_id for m in state.get("messages") or () if isinstance(m, ToolMessage)
+            and m.status == "error" and (m.content == REMOTE_START_LEFT_OPEN) == left_open}
 
 
 def _thread_id() -> str | None:

@@ -10,10 +10,11 @@ from typing import Annotated, Any, NotRequired
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field
 
 from middleware.task_tool import (
     LEDGER_KEY,
+    ClosedArguments,
     SubagentLedgerState,
     available_agents_block,
     delegation_tool,
@@ -40,7 +41,7 @@ tools to the ones it needs; omitted, it gets all of yours that a subagent may ho
 <available_agents> from your next turn; delegate to it with `task` then."""
 
 
-class CreateSubagentInput(BaseModel):
+class CreateSubagentInput(ClosedArguments):
     """Arguments of the ``create_subagent`` tool."""
 
     name: str = Field(description="A slug: letters, digits, '-' and '_'. Must be new.")
@@ -48,17 +49,6 @@ class CreateSubagentInput(BaseModel):
     system_prompt: str = Field(description="Its standing instructions.")
     tools: list[str] | None = Field(default=None, description="Names of your tools it may use (omit: all of yours).")
     max_turns: int | None = Field(default=None, description=f"Its model-call limit, 1 to {DEFAULT_MAX_TURNS}.")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _reject_unknown_keys(cls, data: Any) -> Any:
-        # The tool node validates after injecting `runtime`, so `extra="forbid"` cannot be used.
-        if isinstance(data, dict):
-            unknown = sorted(set(map(str, data)) - set(cls.model_fields) - {"runtime"})
-            if unknown:
-                raise ValueError(f"unexpected argument(s) {', '.join(repr(k[:40]) for k in unknown[:5])}; "
-                                 f"create_subagent takes only {', '.join(cls.model_fields)}")
-        return data
 
 
 class DynamicSubagentState(SubagentLedgerState):

@@ -184,13 +184,15 @@ class SubAgentMiddleware(AgentMiddleware):
         return self.prompt_block or None
 
     def _task_tool(self) -> StructuredTool:
-        """The ``task`` tool: a call runs through the runner (unless the cap refuses it), its outcome becomes the
-        parent's update. Its functions' hints are classes, not strings: LangChain resolves them on every call."""
+        """The ``task`` tool; its functions' hints are classes, not strings: LangChain resolves them on every call."""
         base = TaskToolInputWithSchema if self.structured_results else TaskToolInput
         writes = self._writes
 
-        def plan(runtime: ToolRuntime, call: TaskCall) -> Generator[Any, Any, Command]:  # type: ignore[type-arg]
+        def plan(runtime: ToolRuntime, description: str, subagent_type: str,
+                 output_schema: Any) -> Generator[Any, Any, Command]:  # type: ignore[type-arg]
             """Each step: a function, its async twin, their arguments."""
+            call = TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
+                                         parent_tools=self._tools, output_schema=output_schema)
             try:
                 limit, messages = self.delegation_limit, call.parent_state.get("messages", ())
                 reason = limit.refusal(messages, call.tool_call_id) if limit is not None else None
@@ -207,21 +209,14 @@ class SubAgentMiddleware(AgentMiddleware):
 
         def task(description: str, subagent_type: str, runtime: ToolRuntime,
                  output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-            return drive(plan(runtime, self._call(description, subagent_type, runtime, output_schema)),
-                         lambda step: step[0](*step[2:]))
+            return drive(plan(runtime, description, subagent_type, output_schema), lambda s: s[0](*s[2:]))
 
         async def atask(description: str, subagent_type: str, runtime: ToolRuntime,
                         output_schema: Any = None) -> Command:  # type: ignore[type-arg]
-            return await adrive(plan(runtime, self._call(description, subagent_type, runtime, output_schema)),
-                                lambda step: step[1](*step[2:]))
+            return await adrive(plan(runtime, description, subagent_type, output_schema), lambda s: s[1](*s[2:]))
 
         return delegation_tool(task, atask, TASK_TOOL_NAME, self.task_description,
                                task_args_schema(self.registry.names, base=base) if self._name_enum else base)
-
-    def _call(self, description: str, subagent_type: str, runtime: ToolRuntime,
-              output_schema: dict[str, Any] | None = None) -> TaskCall:
-        return TaskCall.from_runtime(runtime, subagent_type, description, parent_model=self.parent_model.model,
-                                     parent_tools=self._tools, output_schema=output_schema)
 
     # -- a turn after a stopped run: its open calls answered, in the model's own step (a ``before_agent`` node
     # would be a step and a checkpoint more in every run).
@@ -284,7 +279,6 @@ class SubAgentMiddleware(AgentMiddleware):
         if self.root_budget is not None and not budgeted:  # its plan makes the call by this one, ``budgeted``
             return (yield from self.root_budget.plan(request, lambda r: self._plan(r, calls, saved, watch=watch,
                                                                                     budgeted=True)))
-        # The request with open calls answered, the cap applied and the prompt block added, sent.
         request, update = self._at_start(request, calls, saved)
         self.parent_model.observe(request)
         if self.delegation_limit is not None:
@@ -431,19 +425,10 @@ def answer_open_calls(calls: Sequence[Any], saved: Sequence[CheckpointTuple],
     return answers, update
 
 
-_servers: dict[int, tuple[object, bool]] = {}
-
-
 def _names_a_server(model: object) -> bool:
-    """Whether ``model`` names a server, asked once per model (on one without the field pydantic raises)."""
-    found = _servers.get(id(model))
-    if found is not None and found[0] is model:
-        return found[1]
-    served = bool(getattr(model, "openai_api_base", None))
-    if len(_servers) >= 64:  # a few models in one process; many only when each call builds its own
-        _servers.clear()
-    _servers[id(model)] = (model, served)
-    return served
+    """Whether ``model`` names a server (read where declared: on a model without the field pydantic raises)."""
+    declared = "openai_api_base" in getattr(type(model), "model_fields", ())
+    return declared and bool(getattr(model, "openai_api_base", None))
 
 
 def parent_floor(owner: str, model_middleware: Sequence[AgentMiddleware] | None, specs: Sequence[AnySpec], *,

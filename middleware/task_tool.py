@@ -8,7 +8,7 @@ import threading
 import typing
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
-from typing import Annotated, Any, NotRequired, cast
+from typing import Annotated, Any, ClassVar, NotRequired, cast
 from xml.sax.saxutils import escape
 
 from langchain.agents.middleware import AgentState, ModelCallResult
@@ -327,12 +327,13 @@ def available_agents_block(agents: Iterable[tuple[str, str]]) -> str:
     return "" if not rows else "<available_agents>\n" + "\n".join(rows) + "\n</available_agents>"
 
 
-def with_general_purpose(specs: list[AnySpec], enabled: bool, *, taken: Iterable[str] = ()) -> list[AnySpec]:
-    """``specs`` with the ``general-purpose`` subagent first, unless off or a spec (or ``taken``) has its name."""
+def with_general_purpose(specs: list[AnySpec], enabled: bool, *, taken: Iterable[str] = (),
+                         middleware: Sequence[Any] = ()) -> list[AnySpec]:
+    """``specs`` with ``general-purpose`` first (under ``middleware``), unless off or its name is taken."""
     if not enabled or GENERAL_PURPOSE_NAME in {*taken, *(s.name for s in specs)}:
         return specs
     general = SubagentSpec(name=GENERAL_PURPOSE_NAME, description=GENERAL_PURPOSE_DESCRIPTION,
-                           system_prompt=GENERAL_PURPOSE_PROMPT)
+                           system_prompt=GENERAL_PURPOSE_PROMPT, middleware=middleware)
     return [general, *specs]
 
 
@@ -341,9 +342,28 @@ _INJECTED = frozenset({"runtime"})
 SUBAGENT_TYPE_DESCRIPTION = "The name of the subagent to use, from <available_agents>."
 
 
-class TaskToolInput(BaseModel):
+class ClosedArguments(BaseModel):
+    """A delegation tool's arguments: an invented key is refused, with ``unknown_hint`` saying what to do instead."""
+
+    unknown_hint: ClassVar[str] = "give only the arguments the tool lists"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_unknown_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(map(str, data)) - set(cls.model_fields) - _INJECTED)
+            if unknown:
+                raise ValidationError.from_exception_data(cls.__name__, [
+                    {"type": "value_error", "loc": (key,), "input": data[key],
+                     "ctx": {"error": ValueError(f"unexpected argument {key!r}; {cls.unknown_hint}")}}
+                    for key in unknown])
+        return data
+
+
+class TaskToolInput(ClosedArguments):
     """Arguments of the ``task`` tool; an invented key (``prompt``) is refused, so a child never runs on a label."""
 
+    unknown_hint = "put all instructions for the subagent in `description`"
     description: str = Field(description="The complete task for the subagent: every instruction, the context it "
                              "needs, and the form of the answer to return. The subagent sees nothing else.")
     subagent_type: str = Field(description=SUBAGENT_TYPE_DESCRIPTION)
@@ -356,18 +376,6 @@ class TaskToolInput(BaseModel):
         if not shows_something(value):
             raise ValueError("`description` is empty; write the complete task for the subagent in it")
         return value
-
-    @model_validator(mode="before")
-    @classmethod
-    def _reject_unknown_keys(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(map(str, data)) - set(cls.model_fields) - _INJECTED)
-            if unknown:
-                raise ValidationError.from_exception_data(cls.__name__, [
-                    {"type": "value_error", "loc": (key,), "input": data[key], "ctx": {"error": ValueError(
-                        f"unexpected argument {key!r}; put all instructions for the subagent in `description`")}}
-                    for key in unknown])
-        return data
 
 
 ENUM_LIMIT = 25  # the most agent names the task tool's schema lists as an enum (name_enum=True); past it, none

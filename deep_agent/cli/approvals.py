@@ -1,7 +1,5 @@
-"""Approvals on the command line (``--yes`` approves every call), and the turn's background tasks waited for.
-
-When nobody can answer (stdin is not a terminal), the run stops with an error naming the tool, never waits forever.
-"""
+"""Approvals on the command line (``--yes`` approves every call), and the turn's background tasks waited for. When
+nobody can answer (stdin is not a terminal), the run stops with an error naming the tool, never waits forever."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Folder trust: a cloned folder's agent files run no command until a person trusts the folder (docs/cli.md).
-
-The answer is kept per folder and content hash in your config directory, never in the folder (the checkout's).
-"""
+"""Folder trust: a cloned folder's agent files run no command until a person trusts the folder (docs/cli.md). The
+answer is kept per folder and content hash in your config directory, never in the folder (the checkout's)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The terminal view of a run: :class:`TaskTree`, fed the parent's stream, is what a ``rich.live.Live`` redraws.
-
-Its rows are :mod:`deep_agent.cli.store`'s, so the tree and ``deep-agent tasks`` agree.
-"""
+"""The terminal view of a run: :class:`TaskTree`, fed the parent's stream, is what a ``rich.live.Live`` redraws
+(its rows are :mod:`deep_agent.cli.store`'s, so the tree and ``deep-agent tasks`` agree)."""
 
 from __future__ import annotations
 
@@ -120,27 +118,6 @@ class _Relay:
                     os.write(self.write_end, _FLUSH + b"\n")
                     self.flushed.wait(FLUSH_WAIT_S)
 
-    @contextlib.contextmanager
-    def relaying(self, console: Console) -> Iterator[None]:
-        _flush_stderr()
-        faults = faulthandler.is_enabled()
-        if faults:  # a crash report written into the pipe would die with the process
-            faulthandler.enable(file=self.terminal, all_threads=True)
-        os.dup2(self.write_end, STDERR)
-        with self.lock:
-            self.console = console
-        try:
-            yield
-        finally:
-            _flush_stderr()
-            self.flush()  # printed through the console while it is still the view's
-            os.dup2(self.terminal, STDERR)
-            with self.lock:
-                self.console = None
-            if faults:
-                with contextlib.suppress(Exception):  # no usable sys.stderr: leave it pointing at the terminal
-                    faulthandler.enable(file=sys.stderr, all_threads=True)
-
 
 def _flush_stderr() -> None:
     with contextlib.suppress(Exception):  # Python's buffered stderr, before fd 2 changes hands (if usable)
@@ -162,11 +139,25 @@ def relayed_stderr(console: Console) -> Iterator[None]:
         yield
         return
     with _relay_lock:
-        if _relay is None:
-            _relay = _Relay()
-        relay = _relay
-    with relay.relaying(console):
+        relay = _relay = _relay or _Relay()
+    _flush_stderr()
+    faults = faulthandler.is_enabled()
+    if faults:  # a crash report written into the pipe would die with the process
+        faulthandler.enable(file=relay.terminal, all_threads=True)
+    os.dup2(relay.write_end, STDERR)
+    with relay.lock:
+        relay.console = console
+    try:
         yield
+    finally:
+        _flush_stderr()
+        relay.flush()  # printed through the console while it is still the view's
+        os.dup2(relay.terminal, STDERR)
+        with relay.lock:
+            relay.console = None
+        if faults:
+            with contextlib.suppress(Exception):  # no usable sys.stderr: leave it pointing at the terminal
+                faulthandler.enable(file=sys.stderr, all_threads=True)
 
 
 UNFINISHED = frozenset({"pending", "running", "waiting_for_approval"})

@@ -1,8 +1,6 @@
-"""The turns of one command-line run: stream with a live tree, ask for approvals, summarise.
-
-A turn that fails leaves the thread as it was (docs/cli.md); the tasks it cut short are recorded ``cancelled``
-here: a delegation records itself when its tool call returns, and Ctrl-C (or a failing sibling) came first.
-"""
+"""The turns of one command-line run: stream with a live tree, ask for approvals, summarise. A turn that fails leaves
+the thread as it was (docs/cli.md); the tasks it cut short are recorded ``cancelled`` here: a delegation records itself
+when its tool call returns, and Ctrl-C (or a failing sibling) came first."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Where the CLI keeps threads, ledgers and transcripts between runs.
-
-The state folder (``.deep_agent/`` or ``--state-dir``) holds ``state.sqlite``
-(the checkpoints), ``sessions/`` (JSONL transcripts) and ``last_thread``. A
-``postgresql://`` ``--db`` URL keeps the checkpoints in Postgres instead.
-"""
+"""Where the CLI keeps threads, ledgers and transcripts between runs. The state folder (``.deep_agent/`` or
+``--state-dir``) holds ``state.sqlite`` (the checkpoints), ``sessions/`` (JSONL transcripts) and ``last_thread``. A
+``postgresql://`` ``--db`` URL keeps the checkpoints in Postgres instead."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The command line's built-in tools, under the names agent files use.
-
-``Read``, ``Write``, ``Edit``, ``Glob``, ``Grep``, ``LS`` and ``Bash``, with
-Claude Code's argument names, confined to a :class:`Workspace`. Agent files
-that say ``tools: Read, Grep, Edit`` get exactly these.
+"""The command line's built-in tools, under the names agent files use: ``Read``, ``Write``, ``Edit``, ``Glob``,
+``Grep``, ``LS`` and ``Bash``, with Claude Code's argument names, confined to a :class:`Workspace`. Agent files that
+say ``tools: Read, Grep, Edit`` get exactly these.
 
 Example::
 

@@ -1,11 +1,6 @@
-"""``Glob`` and ``Grep``: finding files and text in the workspace, with Claude Code's argument names.
-
-Nothing outside the workspace is listed or read, symlinked folders are not followed, and no pipe, socket or
-device is opened (folders through :func:`walk`, files through ``open_regular``). ``Grep`` searches with the
-``regex`` package's timeout (``(a|aa)+$`` backtracks without end) and refuses a pattern compiling to more than
-:data:`MAX_PATTERN_SIZE` parts (compiling has no timeout); ``Glob`` stops after :data:`MAX_GLOB_SCANNED` matches
-or :data:`GLOB_SECONDS`.
-"""
+"""``Glob`` and ``Grep``: finding files and text in the workspace, with Claude Code's argument names. Nothing
+outside it is listed or read, symlinked folders are not followed, and no pipe, socket or device is opened (folders
+through :func:`walk`, files through ``open_regular``); each search is bounded in time (the bounds below)."""
 
 from __future__ import annotations
 
@@ -173,7 +168,9 @@ def walk(top: Path | str, _parent: int | None = None) -> Iterator[tuple[str, lis
 MAX_MATCHES = 500
 MAX_FILE_BYTES = 2_000_000
 GREP_SECONDS = 10.0
-MAX_PATTERN_SIZE = 100_000  # the most parts a Grep pattern may expand to (a counted repeat copies what it repeats)
+# A Grep pattern compiles without a timeout (a counted repeat copies what it repeats), then searches with the regex
+# package's ((a|aa)+$ backtracks without end).
+MAX_PATTERN_SIZE = 100_000  # the most parts a Grep pattern may expand to
 MAX_GLOB_SCANNED = 20_000  # matches Glob collects (to sort them newest first) before it stops looking
 GLOB_SECONDS = 10.0
 _SKIPPED_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__", ".deep_agent"})

@@ -1,10 +1,7 @@
-"""``Bash``: one shell command in the workspace folder, with a timeout and bounded output.
-
-``timeout`` is in milliseconds, as in Claude Code (default 120000, at most 600000). In a
-:class:`~deep_agent.tools.sandbox.Sandbox` the command can write only the workspace; unconfined it reaches
-any path the user can. ``rules`` (an agent file's ``Bash(git diff:*)``) limit which commands run. When the
-command answers, what it started ends with it (its sandbox's PID namespace, or unconfined, its process group).
-"""
+"""``Bash``: one shell command in the workspace folder, with a timeout (in milliseconds, as in Claude Code) and
+bounded output. In a :class:`~deep_agent.tools.sandbox.Sandbox` the command can write only the workspace; unconfined
+it reaches any path the user can. ``rules`` (an agent file's ``Bash(git diff:*)``) limit which commands run. When the
+command answers, what it started ends with it (its sandbox's PID namespace, or unconfined, its process group)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""The folder the built-in tools may touch, and the bounds on what they return.
-
-Every path is resolved and refused outside the workspace; files are then opened one name at a time
-following no symlink (:func:`open_regular`), so a path changed after the check cannot lead outside either.
-Every write refuses the workspace's :class:`~deep_agent.tools.protected.Protected` set. A home folder
-workspace is refused unless ``allow_home=True``: its dotfiles run code.
-"""
+"""The folder the built-in tools may touch, and the bounds on what they return. Every path is resolved and refused
+outside the workspace; files are then opened one name at a time following no symlink (:func:`open_regular`), so a path
+changed after the check cannot lead outside either. Every write refuses the workspace's
+:class:`~deep_agent.tools.protected.Protected` set. A home folder workspace is refused unless ``allow_home=True``: its
+dotfiles run code."""
 
 from __future__ import annotations
 
