@@ -106,42 +106,33 @@ def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path
     start = folder.resolve()
     root = None if outside else start
     found = {p for _, command in _hook_commands(getattr(spec, "hooks", None) or {})
-             for p in command_files(shell_words(command), start, root, every=True)}
+             for p in command_files(shell_words(command), start, root)}
     for _, server, args, env in _servers(getattr(spec, "mcp_config", None) or {}):
         base = _resolved(start / str(server["cwd"])) if server.get("cwd") else start
         if isinstance(server.get("command"), str) and base is not None:
-            found |= command_files([str(server["command"]), *args], base, root, every=True)
+            found |= command_files([str(server["command"]), *args], base, root)
             found.update(p for value in env.values() for w in WORD_PARTS.split(str(value))
                          if (p := _inside(w, base, root, folders=True)) is not None)
     return sorted(found)
 
 
-def command_files(words: list[str], base: Path, root: Path | None, *, every: bool = False) -> set[Path]:
-    """What a shell command's ``words`` run from ``base``, as docs/cli.md says: its program, the script a shell,
-    ``.``, ``source``, a python or node runs (missing yet too), an executable file (a program behind a wrapper:
-    ``timeout 10 x.sh``), a file an option names (``--config=x``), what a python imports there, and the files
-    and folders a ``NAME=value`` word names but a ``PYTHONPATH``'s (start folders: :func:`starts`); with
-    ``every``, every file and folder a word names (trust's view, of what a hook or a server may read; an
-    ``.envrc``'s commands make your shell's environment)."""
+def command_files(words: list[str], base: Path, root: Path | None) -> set[Path]:
+    """What a shell command's ``words`` name from ``base``, as docs/cli.md says (an existing file, or one to come if
+    the word holds a ``/`` or is a program's first argument with a suffix; a folder only in a ``NAME=value`` word)."""
     found: set[Path] = set()
     for command, cwd in simple_commands(words, base):
-        held = [w for w in command if _ASSIGNMENT.match(w) and (every or w[:11] != "PYTHONPATH=")]
-        found.update(p for w in held for part in WORD_PARTS.split(w)[1:]  # PYTHONSTARTUP=x.py: a file to come
-                     if (p := _inside(part, cwd, root, folders=True, named=bool(_FILE.search(part)))))
-        program = [word for word in command if not _ASSIGNMENT.match(word)]
-        verb = next((n for n, w in enumerate(program) if w not in _PREFIXES), len(program))
-        for n, (word, script) in enumerate(zip(program, _scripts(program), strict=True)):
-            runs = n == verb or script  # not a data argument (grep TODO x.md), nor a command text's part (sh -c)
-            named = script or (every and n == verb + 1)  # missing yet: sh guard.sh, cat .envrc.local
-            found.update(p for part in WORD_PARTS.split(word)
-                         if (p := _inside(part, cwd, root, folders=False, named=named and bool(Path(part).suffix)))
-                         and (every or (runs and part == word) or os.access(p, os.X_OK)
-                              # an option's file (--config=x, make -f x): what it reads to know what to run
-                              or (word[:1] == "-" and part != word) or n and program[n - 1][:1] == "-" != word[:1]))
-        for kind, folder, top in starts(command, cwd):  # -m's module in every form; a script
-            names = (top,) if kind == "node" or not top.isidentifier() else (
-                "__pycache__", top, *(top + s for s in importlib.machinery.all_suffixes()))
-            found.update(p for name in names if (p := _inside(name, folder, root, folders=True, named=True)))
+        program = [word for word in command if not _ASSIGNMENT.match(word)][:1]  # `bash guard.sh`: its next word
+        for n, word in enumerate(command):
+            parts = [part for part in WORD_PARTS.split(word) if part]
+            folders = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
+            script = n > 0 and command[n - 1:n] == program and bool(Path(word).suffix)  # missing yet or not
+            found.update(p for part in (parts if len(parts) > 1 else [word])  # PYTHONSTARTUP=x.py: a file to come
+                         if (p := _inside(part, cwd, root, folders=folders,
+                                          named=script or (folders and part != parts[0] and bool(_FILE.search(part))))))
+        for kind, folder, top in starts(command, cwd):
+            found.update(p for name in ("__pycache__", top, *(top + s for s in importlib.machinery.all_suffixes()))
+                         if kind != "node" and top.isidentifier()
+                         and (p := _inside(name, folder, root, folders=True, named=True)))
     return found
 
 
@@ -237,14 +228,15 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
 _SCRIPT_DIR = re.compile(r"\"?(\$\(\s*dirname\s+\"?\$\{?0\}?\"?\s*\)|`dirname\s+\"?\$0\"?`)\"?")
 _IMPORTS = re.compile(r"(?:^|[;\s])(?:from|import)\s+([A-Za-z_]\w*)")
 _AT = f"\x00in-{secrets.token_hex(16)}"  # unguessable: no text a checkout holds can move the reader's folder
-_PREFIXES = frozenset({"then", "else", "elif", "do", "if", "while", "until", "command", "builtin", "exec", "time"})
+_PREFIXES = frozenset({"then", "else", "elif", "do", "if", "while", "until", "command", "builtin", "time"})
 
 
 def _runs(program: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]) -> list[str]:
     """The command text a simple command runs beside its own words, each once a folder (see
     :func:`simple_commands`)."""
     out: list[str] = []
-    for n, (word, shell) in enumerate(zip(program, _scripts(program), strict=True)):
+    shell = False  # after a shell, `.` or `source`: its first operand is a script
+    for n, word in enumerate(program):
         if n and any(c.isspace() for c in word):
             out += ["(", _AT, str(cwd), ";", *shell_words(word), ")", ";"]
         path = _resolved(cwd / word) if not word.startswith("-") else None
@@ -261,31 +253,20 @@ def _runs(program: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
                 text = _SCRIPT_DIR.sub(shlex.quote(str(path.parent)), text)
             body = shell_words(script_text(text)) if shell_script else []
             out += [*body, ";"] if sourced else ["(", _AT, str(cwd), ";", *interpreter, str(path), ";", *body, ")", ";"]
-    return out
-
-
-def _scripts(program: list[str]) -> Iterator[bool]:
-    """For each word of ``program``, whether it is the script a shell, ``.`` or ``source`` before it runs (its first
-    operand past options)."""
-    shell = False
-    for word in program:
-        yield shell and not word.startswith("-")
         shell = (not word.startswith("-") and (word in (".", "source") or bool(_SHELL.fullmatch(_name(word))))) or (
             shell and word.startswith("-"))
+    return out
 
 
 def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
     """What a simple command started from ``cwd`` loads from a folder: ``(its python word, the folder first on its
-    import path, -m's top module, its script's name or "")`` or ``("node", its folder, its script's name or "")``, as
-    docs/cli.md says."""
+    import path, -m's top module or "")`` or ``("node", its folder, "")``, as docs/cli.md says."""
     # No table says which word past what runs it (env -u sh, nice -n 5, uv run...) is the program: each word naming
     # one is read as one (more, never less); env -S's value is words; a PYTHONPATH puts its folders first.
     words = [part for n, word in enumerate(command) for part in _split_string(command[n - 1:n], word)]
-    path = [(cwd / e).resolve() for w in words if w.startswith("PYTHONPATH=") for e in w[11:].split(":") if e]
     for at in (n for n, word in enumerate(words) if _name(word) in _NODE or _python(word)):
-        yield from _started(words[at:], cwd, path)
-    if not any(map(_python, words)):  # pytest, black: a python behind its #! line, given the path all the same
-        yield from ((next((w for w in words if not _ASSIGNMENT.match(w)), "python3"), f, "") for f in path)
+        path = next((w for w in reversed(words[:at]) if w.startswith("PYTHONPATH=")), "=").partition("=")[2]
+        yield from _started(words[at:], cwd, [(cwd / e).resolve() for e in path.split(":") if e])
 
 
 def _split_string(before: list[str], word: str) -> list[str]:
@@ -306,8 +287,7 @@ def _started(words: list[str], cwd: Path, paths: list[Path]) -> Iterator[tuple[s
         yield from ((words[0], folder, "") for folder in paths)
     if _name(words[0]) in _NODE:  # node's folder is its script's (a package runner's, its cwd)
         script = next((w for w in words[1:] if not w.startswith("-")), "") if _name(words[0]) == "node" else ""
-        found = _resolved(cwd / script) if Path(script).suffix else None
-        yield ("node", found.parent, found.name) if found else ("node", cwd, "")
+        yield "node", (_resolved(cwd / script) or cwd).parent if Path(script).suffix else cwd, ""
     elif _python(words[0]):
         args = iter(words[1:])
         for word in args:
@@ -316,7 +296,7 @@ def _started(words: list[str], cwd: Path, paths: list[Path]) -> Iterator[tuple[s
                 if script == "-" or (folder := _resolved(cwd / script)) is None:
                     break
                 # A folder (or a zip) run as a script starts from itself, with its __main__.
-                yield (words[0], folder, "__main__") if folder.is_dir() else (words[0], folder.parent, folder.name)
+                yield (words[0], folder, "__main__") if folder.is_dir() else (words[0], folder.parent, "")
                 return
             if word == "--check-hash-based-pycs":  # the one long option that takes a value
                 next(args, "")

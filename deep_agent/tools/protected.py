@@ -55,9 +55,8 @@ STATE = "the state folder"
 CONFIG = "a path a git config names (git may read or run it on the host: an include, hooks, a command's script)"
 RUN = ("what a command a git config names runs from the working tree's top, git's cwd for it (a python -m module, a "
        "script): git runs it on the host")
-HOST_IMPORT = ("what a python a git config's command, a git hook or an .envrc starts would import from the folder "
-               "first on its import path (the working tree's top, a script's folder, a PYTHONPATH's): a missing "
-               "module, or a standard library one")
+HOST_IMPORT = ("what a python a git config's command or a git hook starts would import from the folder first on its "
+               "import path (the working tree's top, a script's folder): a missing module, or a standard library one")
 DIRENV = ("a direnv .envrc and what it loads (dotenv's .env, source_env, source_up, watch_file, PATH_add): your "
           "shell loads them on entering the folder, direnv's allow covering the .envrc's bytes only")
 RUNTIME = "the interpreter or virtual environment this program runs from"
@@ -132,7 +131,7 @@ class Protected:
             found.update((path, why) for path, why in _environment(venv, self.root, VENV).items() if path not in found)
         found.update((path, why) for path, why in _started_with(None, self.root, []) if path not in found)
         repos += _enclosing(self.root)
-        found.update((p, why) for envrc in envrcs for p, why in _direnv_loads(envrc, self.root) if p not in found)
+        found.update((p, DIRENV) for envrc in envrcs for p in _direnv_loads(envrc, self.root) if p not in found)
         for path, why in _named_by_config(self.root, repos):
             if not any(p in found for p in (path, *path.parents)):
                 found[path] = why  # a missing one is held while a command runs, as any (CONFIG's a file: git reads it)
@@ -498,9 +497,8 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                 yield origin, CONFIG
             bases = {root, *(p for p in (worktree, origin and origin.parent) if p is not None)}
             words = shell_words(value.removeprefix("!"))
-            command = len(words) > 1 or value.startswith("!")  # what it runs counts, below: its data is its work
-            for part in (part for word in words if not command for part in WORD_PARTS.split(word)
-                         if part not in ("", ".", "..")):
+            command = len(words) > 1 or value.startswith("!")
+            for part in (part for word in words for part in WORD_PARTS.split(word) if part not in ("", ".", "..")):
                 # A path whatever its shape: an include's, or a file a hook or an extension loads (python:x.py:f).
                 shaped = "/" in part or part.startswith((".", "~")) or key.casefold().endswith("path") or (
                     key in ("hooks", "extensions") and bool(Path(part).suffix))
@@ -512,12 +510,13 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
                         continue
                     if root not in path.parents or os.path.lexists(path / ".git"):
                         continue  # outside, or a working tree (a submodule's core.worktree)
-                    # A tail names a file; a whole part, missing its shape, or existing.
-                    if os.path.isfile(path) if name != part else shaped or os.path.lexists(path):
+                    # A tail names a file; a whole part missing its shape, existing a file or a value's folder (a
+                    # folder a command is given is its work).
+                    if (os.path.isfile(path) if name != part else shaped if not os.path.lexists(path)
+                            else not command or not os.path.isdir(path)):
                         yield path, CONFIG
             # What the value run as a command runs or imports from its cwd, git's: the working tree's top.
-            for path in command_files(words, top, root) if command else ():
-                yield path, CONFIG if path.is_file() else RUN
+            yield from ((path, RUN) for path in command_files(words, top, root))
             started.update(s for command, cwd in simple_commands(words, top) for s in starts(command, cwd))
     yield from _loaded_by_host(root, started)
 
@@ -573,27 +572,23 @@ _DIRENV = {"dotenv": ".env", "dotenv_if_exists": ".env", "source_env": "", "sour
 the one each takes when given none."""
 
 
-def _direnv_loads(envrc: Path, root: Path) -> Iterator[tuple[Path, str]]:
-    """A direnv ``.envrc`` and what it and each file it sources load in ``root``, existing or not, and what a python
-    started with its environment imports there (docs/cli.md) -> why."""
-    todo, read, started = [envrc], set(), set[tuple[str, Path, str]]()
+def _direnv_loads(envrc: Path, root: Path) -> Iterator[Path]:
+    """A direnv ``.envrc`` and what it and each file it sources load in ``root``, existing or not (docs/cli.md)."""
+    todo, read = [envrc], set()
     while todo:
         if (file := todo.pop()) in read or root not in file.parents:
             continue
         read.add(file)
-        yield file, DIRENV
+        yield file
         text = read_regular(file if not file.is_dir() else file / ".envrc", 1 << 20).decode("utf-8", "replace")
-        for command, cwd in simple_commands(words := shell_words(script_text(text)), file.parent):
-            started.update(starts(command, cwd))  # export PYTHONPATH=src: your shell's python starts from src
+        todo += command_files(words := shell_words(script_text(text)), file.parent, root)  # what any command names
+        for command, _ in simple_commands(words, file.parent):
             name, *args = [w for w in command if not _ASSIGNMENT.match(w)] or [""]  # past the exports before it
             if (default := _DIRENV.get(name)) is not None:
                 folders = file.parent.parents if name.startswith("source_up") else [file.parent]
                 for arg in args[name == "path_add":] or [default]:
                     with contextlib.suppress(OSError, RuntimeError, ValueError):  # ~nobody, a symlink loop, a NUL
                         todo += [(folder / Path(arg).expanduser()).resolve() for folder in folders if arg]
-        # What any command names (eval "$(cat x)"); a PYTHONPATH's folders are start folders, its modules its work.
-        todo += command_files([w for w in words if w[:11] != "PYTHONPATH="], file.parent, root, every=True)
-    yield from _loaded_by_host(root, started)
 
 
 def _enclosing(root: Path) -> list[tuple[Path, Path]]:
