@@ -62,12 +62,10 @@ def _server(name: Any, config: Any) -> dict[str, Any]:
         raise SpecError("expected MCP server names of letters, digits, '-' and '_' (at most 40), "
                         f"got {brief(name)}")
     where = f"MCP server {brief(name)}"
-    if config is None:
-        return {}
-    if not isinstance(config, Mapping):
+    if not isinstance(config, Mapping | None):
         raise SpecError(f"{where}: expected a mapping with 'command' or 'url', got {brief(config)}")
-    config = dict(config)
-    if not config:
+    config = dict(config or {})
+    if not config:  # a bare name: a server of the caller's mcp_servers=
         return cast("dict[str, Any]", config)
     has_command, has_url = "command" in config, "url" in config
     if has_command == has_url:
@@ -159,8 +157,7 @@ _open_lock = threading.Lock()
 
 @atexit.register
 def close_open_sessions(wait_s: float = 6.0) -> None:
-    """Close every task's sessions still open and wait (bounded: the stdio client waits 2 s, then terminates) until
-    their servers are ended."""
+    """Close every task's sessions still open; wait (bounded: stdio waits 2 s, then terminates) for their servers."""
     with _open_lock:
         sessions = list(_open)
     for each in sessions:
@@ -223,10 +220,6 @@ class McpSessions:
             with _open_lock:
                 _open.discard(self)
             self.closed.set()
-
-    def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
-        """Run ``coro`` on this task's loop (starting it if need be)."""
-        return asyncio.run_coroutine_threadsafe(coro, self._start())
 
     def close(self) -> None:
         """Disconnect every server (without waiting); safe to call twice or never started."""
@@ -306,7 +299,7 @@ class McpSessions:
 
     def wait(self, coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
         """Run ``coro`` here and block this (non-loop) thread for its result."""
-        future = self.submit(coro)
+        future = asyncio.run_coroutine_threadsafe(coro, self._start())
         try:
             return future.result(timeout + CLOSE_GRACE_S)
         except concurrent.futures.TimeoutError:
@@ -315,7 +308,7 @@ class McpSessions:
 
     async def await_(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run ``coro`` here and await its result from another loop."""
-        return await asyncio.wrap_future(self.submit(coro))
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._start()))
 
 
 log = logging.getLogger(__name__)
