@@ -24,11 +24,7 @@ MAX_DEPTH = 32  # of mappings and lists
 MAX_EXPANDED_NODES = 20_000  # YAML values a document may hold once every alias is expanded
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate keys instead of keeping the last."""
-
-
-def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+def _construct_mapping(loader: BoundedLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: set[str] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
@@ -40,7 +36,7 @@ def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bo
     return loader.construct_mapping(node, deep=deep)
 
 
-def _construct_int(loader: UniqueKeyLoader, node: yaml.ScalarNode) -> Any:
+def _construct_int(loader: BoundedLoader, node: yaml.ScalarNode) -> Any:
     try:
         return loader.construct_yaml_int(node)
     except ValueError:  # Python refuses to convert more than sys.get_int_max_str_digits() digits
@@ -48,10 +44,6 @@ def _construct_int(loader: UniqueKeyLoader, node: yaml.ScalarNode) -> Any:
             None, None, f"an integer of {len(str(node.value))} characters is too long; "
             "expected a number of usual size (quote it to keep it as text)", node.start_mark,
         ) from None
-
-
-UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 _BRACKETS = re.compile(r"[\[\]{}]")
@@ -66,9 +58,9 @@ class ValueBudget:
         self.written = 0  # values so far as written, aliases not expanded
 
 
-class BoundedLoader(UniqueKeyLoader):
-    """Composes within :data:`MAX_DEPTH` and a :class:`ValueBudget`, stopping at the first value past either
-    (as nodes are made: PyYAML's composer is pure Python, a 1 MiB flow list takes seconds)."""
+class BoundedLoader(yaml.SafeLoader):
+    """Safe, refusing duplicate keys; composes within :data:`MAX_DEPTH` and a :class:`ValueBudget`, stopping at the
+    first value past either (as nodes are made: PyYAML's composer is pure Python, a 1 MiB flow list takes seconds)."""
 
     def __init__(self, source: str, budget: ValueBudget) -> None:
         super().__init__(source)
@@ -118,6 +110,10 @@ class BoundedLoader(UniqueKeyLoader):
         if self._field is not None:
             return YAMLBoundError(message, *self._field)
         return YAMLBoundError(message, event.start_mark.line if event.start_mark else None)
+
+
+BoundedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def load_bounded(source: str, budget: ValueBudget | None = None) -> Any:
