@@ -306,11 +306,9 @@ def coerce_spec(value: AnySpec | Mapping[str, Any], *, source: str | None = None
 def coerce_specs(values: Sequence[AnySpec | Mapping[str, Any]]) -> list[AnySpec]:
     """Validate many specs and reject duplicate names."""
     specs = [coerce_spec(v) for v in values]
-    seen: set[str] = set()
-    for spec in specs:
-        if spec.name in seen:
-            raise SpecError(f"duplicate subagent name {spec.name!r}: each name must be unique")
-        seen.add(spec.name)
+    names = [spec.name for spec in specs]
+    if (twice := next((name for i, name in enumerate(names) if name in names[:i]), None)) is not None:
+        raise SpecError(f"duplicate subagent name {twice!r}: each name must be unique")
     return specs
 
 

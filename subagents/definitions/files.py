@@ -144,35 +144,6 @@ _TOP_LEVEL_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?$
 _YAML_LOOKING = tuple("[{\"'|>&*!%@`")
 
 
-def parse_yaml(
-    source: str, path: Path, error: type[DefinitionFileError], notes: list[str] | None = None
-) -> dict[str, Any]:
-    """The frontmatter as a dict: strict YAML, else the line-by-line fallback (warning in ``notes``), else the error."""
-    try:
-        try:
-            data = load_bounded(source)
-        except (yaml.scanner.ScannerError, yaml.parser.ParserError) as exc:
-            data = _line_by_line(source)
-            if data is None:
-                raise
-            if notes is not None:
-                notes.append(f"{path}: frontmatter line {_line(exc)} is not strict YAML "
-                             f"({getattr(exc, 'problem', None) or 'syntax error'}); read each top-level 'key: value' "
-                             "line with the rest of the line as its value (quote the value to silence this)")
-    except yaml.YAMLError as exc:
-        raise _as_error(exc, path, error, source) from None
-    except RecursionError:  # belt and braces: the loader's depth bound should make this unreachable
-        raise error(path, "frontmatter nests too deeply; expected flat fields") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise error(path, f"frontmatter must be a mapping of fields, got a {type(data).__name__}")
-    bad = [k for k in data if not isinstance(k, str)]
-    if bad:
-        raise error(path, f"frontmatter keys must be strings, got {brief(bad[0])}")
-    return data
-
-
 def _as_error(exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError], source: str) -> DefinitionFileError:
     """One readable error for any YAML problem, naming the frontmatter line."""
     if isinstance(exc, yaml.reader.ReaderError):  # a character YAML refuses (NUL, ESC...): only its offset is given
@@ -264,10 +235,31 @@ def read_frontmatter(
     if lines[0].strip() != DELIMITER:
         raise error(path, f"has no frontmatter; expected the first line to be '{DELIMITER}', "
                     f"got {brief(lines[0][:40])}")
-    for i, line in enumerate(lines[1:], start=1):
-        if line.rstrip() == DELIMITER:
-            return parse_yaml("\n".join(lines[1:i]), path, error, notes), "\n".join(lines[i + 1 :]).strip()
-    raise error(path, f"has unterminated frontmatter; expected a closing '{DELIMITER}' line")
+    end = next((i for i, line in enumerate(lines[1:], start=1) if line.rstrip() == DELIMITER), None)
+    if end is None:
+        raise error(path, f"has unterminated frontmatter; expected a closing '{DELIMITER}' line")
+    source = "\n".join(lines[1:end])
+    try:  # strict YAML, else the line-by-line fallback (warning in ``notes``), else the error
+        try:
+            data = load_bounded(source)
+        except (yaml.scanner.ScannerError, yaml.parser.ParserError) as exc:
+            data = _line_by_line(source)
+            if data is None:
+                raise
+            if notes is not None:
+                notes.append(f"{path}: frontmatter line {_line(exc)} is not strict YAML "
+                             f"({getattr(exc, 'problem', None) or 'syntax error'}); read each top-level 'key: value' "
+                             "line with the rest of the line as its value (quote the value to silence this)")
+    except yaml.YAMLError as exc:
+        raise _as_error(exc, path, error, source) from None
+    except RecursionError:  # belt and braces: the loader's depth bound should make this unreachable
+        raise error(path, "frontmatter nests too deeply; expected flat fields") from None
+    if data is not None and not isinstance(data, dict):
+        raise error(path, f"frontmatter must be a mapping of fields, got a {type(data).__name__}")
+    bad = [k for k in data or {} if not isinstance(k, str)]
+    if bad:
+        raise error(path, f"frontmatter keys must be strings, got {brief(bad[0])}")
+    return data or {}, "\n".join(lines[end + 1 :]).strip()
 
 
 T = TypeVar("T")

@@ -91,8 +91,7 @@ class SkillCatalog(dict[str, Skill]):
 
     def prompt_block(self, names: Sequence[str] | None = None, *, agent: str = "agent") -> str:
         """The block for ``names`` (``None``: every skill)."""
-        chosen = self.values() if names is None else self.select(names, agent=agent)
-        return available_skills_block(chosen)
+        return available_skills_block(self.values() if names is None else self.select(names, agent=agent))
 
 
 def discover_skills(dirs: DirLevels | None = None, *, project_dir: PathLike | None = None, home: PathLike | None = None,
