@@ -514,14 +514,12 @@ def header_value_problem(text: str) -> str | None:
 
 def split_url_credentials(url: str) -> tuple[str, str | None]:
     """``url`` without its ``user:password@`` part, and that part (``None`` when it has none)."""
-    try:
+    with contextlib.suppress(ValueError):  # an unparsable url has no credentials to move: checked_url refuses it
         parts = urlsplit(url.strip())
-    except ValueError:
-        return url, None
-    if "@" not in parts.netloc:
-        return url, None
-    userinfo, _, host = parts.netloc.rpartition("@")
-    return urlunsplit(parts._replace(netloc=host)), unquote(userinfo)
+        if "@" in parts.netloc:
+            userinfo, _, host = parts.netloc.rpartition("@")
+            return urlunsplit(parts._replace(netloc=host)), unquote(userinfo)
+    return url, None
 
 
 def checked_url(value: str) -> str:

@@ -83,11 +83,8 @@ class TranscriptTable:
         except Exception:  # noqa: BLE001
             size = ENTRY_BYTES + deep_size(stored)
         with self._lock:
-            old = self._items.pop(task_id, None)
-            if old is not None:
-                self.bytes -= old[1]
+            self.bytes += size - self._items.pop(task_id, (None, 0))[1]  # popped: the new one is the newest
             self._items[task_id] = (stored, size)
-            self.bytes += size
             self._evict()
 
     def _evict(self) -> None:
@@ -221,8 +218,7 @@ class JsonlSink:
 
 
 class StoreSink(_WholeAtEnd):
-    """One item per task in a ``BaseStore``; with no store (none in the run, or no checkpointer either), the
-    process-wide, size-bounded :data:`MEMORY` table."""
+    """One item per task in a ``BaseStore``; with no store, the process-wide, size-bounded :data:`MEMORY` table."""
 
     def __init__(self, store: Any, thread_id: Any, task_id: str, header: Mapping[str, Any]) -> None:
         self.store, self.task_id, self.header = store, task_id, dict(header)

@@ -256,8 +256,7 @@ def read_frontmatter(
         raise error(path, "frontmatter nests too deeply; expected flat fields") from None
     if data is not None and not isinstance(data, dict):
         raise error(path, f"frontmatter must be a mapping of fields, got a {type(data).__name__}")
-    bad = [k for k in data or {} if not isinstance(k, str)]
-    if bad:
+    if bad := [k for k in data or {} if not isinstance(k, str)]:
         raise error(path, f"frontmatter keys must be strings, got {brief(bad[0])}")
     return data or {}, "\n".join(lines[end + 1 :]).strip()
 

@@ -27,16 +27,14 @@ from subagents.errors import McpServerError, RuntimeClosed, SpecError, brief, re
 from subagents.metering import TaskMeter
 from subagents.outcome import TASK_ID_METADATA_KEY
 
-# ``mcp_config`` normalised to ``{server name: config}`` from a mapping, ``{"mcpServers": {...}}``, or Claude Code's
-# list form (a bare name, stored as ``{}``, is a server of ``mcp_servers=``). Names become part of tool names.
-
 TRANSPORTS = ("stdio", "sse", "http", "streamable_http", "streamable-http", "websocket")
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "transport", "type", "timeout"})
 
 
 def normalize_mcp_config(value: Any) -> dict[str, dict[str, Any]] | None:
-    """``{server name: config}`` for any accepted shape; ``None`` stays ``None``."""
+    """``{server name: config}`` from a mapping, ``{"mcpServers": {...}}`` or Claude Code's list form (a bare name,
+    stored as ``{}``, is a server of ``mcp_servers=``); ``None`` stays ``None``. Names become part of tool names."""
     if value is None:
         return None
     if isinstance(value, Mapping) and set(value) == {"mcpServers"}:
@@ -87,8 +85,7 @@ def _server(name: Any, config: Any) -> dict[str, Any]:
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not 0 < timeout <= 86_400):
         raise SpecError(f"{where}: expected 'timeout' to be a number of seconds, got {brief(timeout)}")
-    unknown = sorted(set(config) - _KEYS)
-    if unknown:
+    if unknown := sorted(set(config) - _KEYS):
         raise SpecError(f"{where}: unknown key(s) {brief(', '.join(map(str, unknown)))}; "
                         f"expected {', '.join(sorted(_KEYS))}")
     return cast("dict[str, Any]", config)
@@ -119,8 +116,7 @@ def connection_for(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
 
 def check_mcp_servers(config: Mapping[str, Mapping[str, Any]] | None,
                       defined: Mapping[str, Any] | None = None) -> tuple[list[str], list[str]]:
-    """``(problems, notes)``: stdio commands that do not exist, URLs that do not parse; a bare name (``{}``)
-    is a note unless ``defined`` (the caller's servers) lacks it."""
+    """``(problems, notes)``: missing stdio commands, bad URLs; a bare name is a note unless ``defined`` lacks it."""
     problems: list[str] = []
     notes: list[str] = []
     for name, server in (config or {}).items():
@@ -441,10 +437,8 @@ class McpToolset(BaseCallbackHandler):
         """This task's sessions (opened on first use) and how long a call may take."""
         key = _task_key(getattr(run_manager, "metadata", None))
         with self._lock:
-            sessions = self._sessions.get(key)
-            if sessions is None:
-                sessions = McpSessions(self.connections, label=f"{self.agent}-{key[:8] or 'run'}")
-                self._sessions[key] = sessions
+            if (sessions := self._sessions.get(key)) is None:
+                sessions = self._sessions[key] = McpSessions(self.connections, label=f"{self.agent}-{key[:8] or 'run'}")
         timeout = self.call_timeouts.get(server, CALL_TIMEOUT_S)
         deadlines = [m.deadline for m in _meters(run_manager) if m.deadline is not None]
         if deadlines:
