@@ -306,11 +306,9 @@ def coerce_spec(value: AnySpec | Mapping[str, Any], *, source: str | None = None
 def coerce_specs(values: Sequence[AnySpec | Mapping[str, Any]]) -> list[AnySpec]:
     """Validate many specs and reject duplicate names."""
     specs = [coerce_spec(v) for v in values]
-    seen: set[str] = set()
-    for spec in specs:
-        if spec.name in seen:
-            raise SpecError(f"duplicate subagent name {spec.name!r}: each name must be unique")
-        seen.add(spec.name)
+    names = [spec.name for spec in specs]
+    if (twice := next((name for i, name in enumerate(names) if name in names[:i]), None)) is not None:
+        raise SpecError(f"duplicate subagent name {twice!r}: each name must be unique")
     return specs
 
 
@@ -516,14 +514,12 @@ def header_value_problem(text: str) -> str | None:
 
 def split_url_credentials(url: str) -> tuple[str, str | None]:
     """``url`` without its ``user:password@`` part, and that part (``None`` when it has none)."""
-    try:
+    with contextlib.suppress(ValueError):  # an unparsable url has no credentials to move: checked_url refuses it
         parts = urlsplit(url.strip())
-    except ValueError:
-        return url, None
-    if "@" not in parts.netloc:
-        return url, None
-    userinfo, _, host = parts.netloc.rpartition("@")
-    return urlunsplit(parts._replace(netloc=host)), unquote(userinfo)
+        if "@" in parts.netloc:
+            userinfo, _, host = parts.netloc.rpartition("@")
+            return urlunsplit(parts._replace(netloc=host)), unquote(userinfo)
+    return url, None
 
 
 def checked_url(value: str) -> str:

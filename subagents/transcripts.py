@@ -83,11 +83,8 @@ class TranscriptTable:
         except Exception:  # noqa: BLE001
             size = ENTRY_BYTES + deep_size(stored)
         with self._lock:
-            old = self._items.pop(task_id, None)
-            if old is not None:
-                self.bytes -= old[1]
+            self.bytes += size - self._items.pop(task_id, (None, 0))[1]  # popped: the new one is the newest
             self._items[task_id] = (stored, size)
-            self.bytes += size
             self._evict()
 
     def _evict(self) -> None:
@@ -173,17 +170,6 @@ class CheckpointSink(_WholeAtEnd):
         return f"checkpoint:{self.namespace}"
 
 
-class MemorySink(_WholeAtEnd):
-    """The process-wide, size-bounded table (no checkpointer; background children without ``sessions_dir``)."""
-
-    def __init__(self, task_id: str) -> None:
-        self.task_id = task_id
-
-    def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
-        MEMORY.put(self.task_id, messages)
-        return f"memory:{self.task_id}"
-
-
 class JsonlSink:
     """One JSONL file per task, written while the child runs."""
 
@@ -232,7 +218,7 @@ class JsonlSink:
 
 
 class StoreSink(_WholeAtEnd):
-    """One item per task in a ``BaseStore``; process memory when the run has no store."""
+    """One item per task in a ``BaseStore``; with no store, the process-wide, size-bounded :data:`MEMORY` table."""
 
     def __init__(self, store: Any, thread_id: Any, task_id: str, header: Mapping[str, Any]) -> None:
         self.store, self.task_id, self.header = store, task_id, dict(header)
@@ -240,7 +226,8 @@ class StoreSink(_WholeAtEnd):
 
     def end(self, messages: list[BaseMessage], *, cancelled: bool = False) -> str:
         if self.store is None:
-            return MemorySink(self.task_id).end(messages)
+            MEMORY.put(self.task_id, messages)
+            return f"memory:{self.task_id}"
         value: dict[str, Any] = {"header": self.header, "messages": [message_to_dict(m) for m in messages]}
         if cancelled:
             value["cancelled"] = True
@@ -258,17 +245,10 @@ def sink_chooser(sessions_dir: str | os.PathLike[str] | None, transcript_store: 
 
         return jsonl
     if transcript_store is not None:
-
-        def stored(**task: Any) -> TranscriptSink:
-            store = task["store"] if transcript_store is True else transcript_store
-            return StoreSink(store, task["thread_id"], task["task_id"], header_for(**task))
-
-        return stored
-
-    def automatic(**task: Any) -> TranscriptSink:
-        return CheckpointSink(task["namespace"]) if task["has_checkpointer"] else MemorySink(task["task_id"])
-
-    return automatic
+        return lambda **task: StoreSink(task["store"] if transcript_store is True else transcript_store,
+                                        task["thread_id"], task["task_id"], header_for(**task))
+    return lambda **task: (CheckpointSink(task["namespace"]) if task["has_checkpointer"]
+                           else StoreSink(None, None, task["task_id"], {}))
 
 
 def _append_beneath(root: Path, path: Path) -> int:

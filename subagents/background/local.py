@@ -66,14 +66,6 @@ class ChildSession:
         self._bound: tuple[Any, Any] | None = None
         self._last: Mapping[str, Any] | None = None
 
-    def _graph(self) -> Any:
-        if self._bound is None or self._bound[0] is not self.graph:  # a LangGraph graph gets our checkpointer
-            bound = self.graph
-            if isinstance(bound, Pregel):
-                bound = bound.copy(update={"checkpointer": self.saver})
-            self._bound = (self.graph, bound)
-        return self._bound[1]
-
     async def ainvoke(self, inputs: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
         if self.interrupts and self.resume is None and self._last is not None:
             # Paused for approval: nothing runs until the parent answers.
@@ -98,7 +90,10 @@ class ChildSession:
                 payload = {**payload, "messages": [*payload["messages"], *steering]}
         # Cleared before the run: one that raises leaves no earlier request shown as still waiting.
         self.interrupts = []
-        graph = self._graph()
+        if self._bound is None or self._bound[0] is not self.graph:  # a LangGraph graph gets our checkpointer
+            pregel = isinstance(self.graph, Pregel)
+            self._bound = (self.graph, self.graph.copy(update={"checkpointer": self.saver}) if pregel else self.graph)
+        graph = self._bound[1]
         # A graph's checkpoints are for continuing it, never for a replay: written once, as the run stops.
         once = {"durability": "exit"} if isinstance(graph, Pregel) else {}
         result = await graph.ainvoke(payload, run_config, **once)
@@ -442,8 +437,7 @@ class LocalTaskRunner:
 
 
 def _never_taken(task: LocalTask, handed: Any) -> None:
-    """A start the loop did not take (closed first): stored ``lost``, or a process sharing the SQLite file would read
-    it ``pending`` for as long as this one lives."""
+    """A start the loop never took is stored ``lost`` (a process sharing the SQLite file would read it ``pending``)."""
     if handed.cancelled() or handed.exception() is not None:
         with contextlib.suppress(Exception):  # the failure path never raises
             task.abandon()

@@ -598,12 +598,9 @@ class MemoryOutcomes:
 
     def save(self, task_id: str, fields: Mapping[str, Any]) -> None:
         kept, size = _cut_result(dict(fields), max(self.max_bytes // 8, 4096))
-        old = self._items.pop(task_id, None)
         self._stubs.pop(task_id, None)
-        if old is not None:
-            self.bytes -= old[1]
+        self.bytes += size - self._items.pop(task_id, ({}, 0))[1]  # popped: the new outcome is the newest
         self._items[task_id] = (kept, size)
-        self.bytes += size
         while self.bytes > self.max_bytes and self._items:
             oldest, (old_fields, dropped) = self._items.popitem(last=False)
             self.bytes -= dropped

@@ -76,23 +76,7 @@ def parse_agent_file(path: str | os.PathLike[str]) -> tuple[SubagentSpec, list[s
     path = Path(path)
     notes: list[str] = []
     fields, body = read_frontmatter(path, AgentFileError, notes)
-    values, written = _canonical_fields(fields, path, notes)
-    _prepare(values, written, path, body)
-    try:
-        spec = SubagentSpec.model_validate(values)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = str(err["loc"][0]) if err["loc"] else None
-        raise AgentFileError(path, _explain(err), field=written.get(field or "", field)) from None
-    if spec.mcp_config and spec.tools is not None and not any(isinstance(t, str) and t.startswith("mcp__")
-                                                              for t in spec.tools):
-        notes.append(f"{path}: field '{written['tools']}' admits none of the tools of its MCP servers; "
-                     "add 'mcp__<server>' or 'mcp__<server>__<tool>' (globs allowed) to use them")
-    return spec, notes
-
-
-def _canonical_fields(fields: Mapping[str, Any], path: Path, notes: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Canonical field -> value, and canonical field -> the spelling the file used."""
+    # Canonical field -> value, and canonical field -> the spelling the file used.
     by_spelling = {s: f for f, spellings in FIELD_SPELLINGS.items() for s in spellings}
     values: dict[str, Any] = {}
     written: dict[str, str] = {}
@@ -112,11 +96,7 @@ def _canonical_fields(fields: Mapping[str, Any], path: Path, notes: list[str]) -
     if not isinstance(metadata, Mapping):
         raise AgentFileError(path, f"expected a mapping, got {brief(metadata)}", field="metadata")
     values["metadata"] = {**metadata, **unknown}
-    return values, written
-
-
-def _prepare(values: dict[str, Any], written: dict[str, str], path: Path, body: str) -> None:
-    """Checks and conversions an agent file needs beyond the spec's own validation."""
+    # Checks and conversions an agent file needs beyond the spec's own validation.
     values["source"] = str(path)
     if "name" not in values:
         values["name"], written["name"] = path.stem, "name"
@@ -126,9 +106,9 @@ def _prepare(values: dict[str, Any], written: dict[str, str], path: Path, body: 
     if values.get("description") is None:
         raise AgentFileError(path, "required; expected a non-empty string that tells the parent when to use this agent",
                              field=written.get("description", "description"))
-    for field in _LIST_FIELDS:
-        if field in values:
-            values[field] = _names(values[field], field, written[field], path)
+    for name in _LIST_FIELDS:
+        if name in values:
+            values[name] = _names(values[name], name, written[name], path)
     if (model := values.get("model")) is not None and not isinstance(model, str):
         raise AgentFileError(path,
                              f"expected 'inherit', 'provider:model' or a profile name (a string), got {brief(model)}",
@@ -140,6 +120,17 @@ def _prepare(values: dict[str, Any], written: dict[str, str], path: Path, body: 
     if not body:
         raise AgentFileError(path, "has an empty body; expected the agent's system prompt after the closing '---'")
     values["system_prompt"] = body
+    try:
+        spec = SubagentSpec.model_validate(values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else None
+        raise AgentFileError(path, _explain(err), field=written.get(field or "", field)) from None
+    if spec.mcp_config and spec.tools is not None and not any(isinstance(t, str) and t.startswith("mcp__")
+                                                              for t in spec.tools):
+        notes.append(f"{path}: field '{written['tools']}' admits none of the tools of its MCP servers; "
+                     "add 'mcp__<server>' or 'mcp__<server>__<tool>' (globs allowed) to use them")
+    return spec, notes
 
 
 def _names(value: Any, field: str, key: str, path: Path) -> tuple[str, ...]:

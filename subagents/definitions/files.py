@@ -24,11 +24,7 @@ MAX_DEPTH = 32  # of mappings and lists
 MAX_EXPANDED_NODES = 20_000  # YAML values a document may hold once every alias is expanded
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate keys instead of keeping the last."""
-
-
-def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+def _construct_mapping(loader: BoundedLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: set[str] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
@@ -40,7 +36,7 @@ def _construct_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bo
     return loader.construct_mapping(node, deep=deep)
 
 
-def _construct_int(loader: UniqueKeyLoader, node: yaml.ScalarNode) -> Any:
+def _construct_int(loader: BoundedLoader, node: yaml.ScalarNode) -> Any:
     try:
         return loader.construct_yaml_int(node)
     except ValueError:  # Python refuses to convert more than sys.get_int_max_str_digits() digits
@@ -48,10 +44,6 @@ def _construct_int(loader: UniqueKeyLoader, node: yaml.ScalarNode) -> Any:
             None, None, f"an integer of {len(str(node.value))} characters is too long; "
             "expected a number of usual size (quote it to keep it as text)", node.start_mark,
         ) from None
-
-
-UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 _BRACKETS = re.compile(r"[\[\]{}]")
@@ -66,9 +58,9 @@ class ValueBudget:
         self.written = 0  # values so far as written, aliases not expanded
 
 
-class BoundedLoader(UniqueKeyLoader):
-    """Composes within :data:`MAX_DEPTH` and a :class:`ValueBudget`, stopping at the first value past either
-    (as nodes are made: PyYAML's composer is pure Python, a 1 MiB flow list takes seconds)."""
+class BoundedLoader(yaml.SafeLoader):
+    """Safe, refusing duplicate keys; composes within :data:`MAX_DEPTH` and a :class:`ValueBudget`, stopping at the
+    first value past either (as nodes are made: PyYAML's composer is pure Python, a 1 MiB flow list takes seconds)."""
 
     def __init__(self, source: str, budget: ValueBudget) -> None:
         super().__init__(source)
@@ -120,6 +112,10 @@ class BoundedLoader(UniqueKeyLoader):
         return YAMLBoundError(message, event.start_mark.line if event.start_mark else None)
 
 
+BoundedLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
 def load_bounded(source: str, budget: ValueBudget | None = None) -> Any:
     """``source`` loaded safely within bounds (``budget``: the file's, when several documents share one)."""
     # Brackets nesting far deeper than MAX_DEPTH are refused on the raw text before the scanner runs, which slows
@@ -146,35 +142,6 @@ DELIMITER = "---"
 
 _TOP_LEVEL_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?$")
 _YAML_LOOKING = tuple("[{\"'|>&*!%@`")
-
-
-def parse_yaml(
-    source: str, path: Path, error: type[DefinitionFileError], notes: list[str] | None = None
-) -> dict[str, Any]:
-    """The frontmatter as a dict: strict YAML, else the line-by-line fallback (warning in ``notes``), else the error."""
-    try:
-        try:
-            data = load_bounded(source)
-        except (yaml.scanner.ScannerError, yaml.parser.ParserError) as exc:
-            data = _line_by_line(source)
-            if data is None:
-                raise
-            if notes is not None:
-                notes.append(f"{path}: frontmatter line {_line(exc)} is not strict YAML "
-                             f"({getattr(exc, 'problem', None) or 'syntax error'}); read each top-level 'key: value' "
-                             "line with the rest of the line as its value (quote the value to silence this)")
-    except yaml.YAMLError as exc:
-        raise _as_error(exc, path, error, source) from None
-    except RecursionError:  # belt and braces: the loader's depth bound should make this unreachable
-        raise error(path, "frontmatter nests too deeply; expected flat fields") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise error(path, f"frontmatter must be a mapping of fields, got a {type(data).__name__}")
-    bad = [k for k in data if not isinstance(k, str)]
-    if bad:
-        raise error(path, f"frontmatter keys must be strings, got {brief(bad[0])}")
-    return data
 
 
 def _as_error(exc: yaml.YAMLError, path: Path, error: type[DefinitionFileError], source: str) -> DefinitionFileError:
@@ -268,10 +235,30 @@ def read_frontmatter(
     if lines[0].strip() != DELIMITER:
         raise error(path, f"has no frontmatter; expected the first line to be '{DELIMITER}', "
                     f"got {brief(lines[0][:40])}")
-    for i, line in enumerate(lines[1:], start=1):
-        if line.rstrip() == DELIMITER:
-            return parse_yaml("\n".join(lines[1:i]), path, error, notes), "\n".join(lines[i + 1 :]).strip()
-    raise error(path, f"has unterminated frontmatter; expected a closing '{DELIMITER}' line")
+    end = next((i for i, line in enumerate(lines[1:], start=1) if line.rstrip() == DELIMITER), None)
+    if end is None:
+        raise error(path, f"has unterminated frontmatter; expected a closing '{DELIMITER}' line")
+    source = "\n".join(lines[1:end])
+    try:  # strict YAML, else the line-by-line fallback (warning in ``notes``), else the error
+        try:
+            data = load_bounded(source)
+        except (yaml.scanner.ScannerError, yaml.parser.ParserError) as exc:
+            data = _line_by_line(source)
+            if data is None:
+                raise
+            if notes is not None:
+                notes.append(f"{path}: frontmatter line {_line(exc)} is not strict YAML "
+                             f"({getattr(exc, 'problem', None) or 'syntax error'}); read each top-level 'key: value' "
+                             "line with the rest of the line as its value (quote the value to silence this)")
+    except yaml.YAMLError as exc:
+        raise _as_error(exc, path, error, source) from None
+    except RecursionError:  # belt and braces: the loader's depth bound should make this unreachable
+        raise error(path, "frontmatter nests too deeply; expected flat fields") from None
+    if data is not None and not isinstance(data, dict):
+        raise error(path, f"frontmatter must be a mapping of fields, got a {type(data).__name__}")
+    if bad := [k for k in data or {} if not isinstance(k, str)]:
+        raise error(path, f"frontmatter keys must be strings, got {brief(bad[0])}")
+    return data or {}, "\n".join(lines[end + 1 :]).strip()
 
 
 T = TypeVar("T")

@@ -27,16 +27,14 @@ from subagents.errors import McpServerError, RuntimeClosed, SpecError, brief, re
 from subagents.metering import TaskMeter
 from subagents.outcome import TASK_ID_METADATA_KEY
 
-# ``mcp_config`` normalised to ``{server name: config}`` from a mapping, ``{"mcpServers": {...}}``, or Claude Code's
-# list form (a bare name, stored as ``{}``, is a server of ``mcp_servers=``). Names become part of tool names.
-
 TRANSPORTS = ("stdio", "sse", "http", "streamable_http", "streamable-http", "websocket")
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "transport", "type", "timeout"})
 
 
 def normalize_mcp_config(value: Any) -> dict[str, dict[str, Any]] | None:
-    """``{server name: config}`` for any accepted shape; ``None`` stays ``None``."""
+    """``{server name: config}`` from a mapping, ``{"mcpServers": {...}}`` or Claude Code's list form (a bare name,
+    stored as ``{}``, is a server of ``mcp_servers=``); ``None`` stays ``None``. Names become part of tool names."""
     if value is None:
         return None
     if isinstance(value, Mapping) and set(value) == {"mcpServers"}:
@@ -62,12 +60,10 @@ def _server(name: Any, config: Any) -> dict[str, Any]:
         raise SpecError("expected MCP server names of letters, digits, '-' and '_' (at most 40), "
                         f"got {brief(name)}")
     where = f"MCP server {brief(name)}"
-    if config is None:
-        return {}
-    if not isinstance(config, Mapping):
+    if not isinstance(config, Mapping | None):
         raise SpecError(f"{where}: expected a mapping with 'command' or 'url', got {brief(config)}")
-    config = dict(config)
-    if not config:
+    config = dict(config or {})
+    if not config:  # a bare name: a server of the caller's mcp_servers=
         return cast("dict[str, Any]", config)
     has_command, has_url = "command" in config, "url" in config
     if has_command == has_url:
@@ -89,8 +85,7 @@ def _server(name: Any, config: Any) -> dict[str, Any]:
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not 0 < timeout <= 86_400):
         raise SpecError(f"{where}: expected 'timeout' to be a number of seconds, got {brief(timeout)}")
-    unknown = sorted(set(config) - _KEYS)
-    if unknown:
+    if unknown := sorted(set(config) - _KEYS):
         raise SpecError(f"{where}: unknown key(s) {brief(', '.join(map(str, unknown)))}; "
                         f"expected {', '.join(sorted(_KEYS))}")
     return cast("dict[str, Any]", config)
@@ -121,8 +116,7 @@ def connection_for(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
 
 def check_mcp_servers(config: Mapping[str, Mapping[str, Any]] | None,
                       defined: Mapping[str, Any] | None = None) -> tuple[list[str], list[str]]:
-    """``(problems, notes)``: stdio commands that do not exist, URLs that do not parse; a bare name (``{}``)
-    is a note unless ``defined`` (the caller's servers) lacks it."""
+    """``(problems, notes)``: missing stdio commands, bad URLs; a bare name is a note unless ``defined`` lacks it."""
     problems: list[str] = []
     notes: list[str] = []
     for name, server in (config or {}).items():
@@ -159,8 +153,7 @@ _open_lock = threading.Lock()
 
 @atexit.register
 def close_open_sessions(wait_s: float = 6.0) -> None:
-    """Close every task's sessions still open and wait (bounded: the stdio client waits 2 s, then terminates) until
-    their servers are ended."""
+    """Close every task's sessions still open; wait (bounded: stdio waits 2 s, then terminates) for their servers."""
     with _open_lock:
         sessions = list(_open)
     for each in sessions:
@@ -223,10 +216,6 @@ class McpSessions:
             with _open_lock:
                 _open.discard(self)
             self.closed.set()
-
-    def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
-        """Run ``coro`` on this task's loop (starting it if need be)."""
-        return asyncio.run_coroutine_threadsafe(coro, self._start())
 
     def close(self) -> None:
         """Disconnect every server (without waiting); safe to call twice or never started."""
@@ -306,7 +295,7 @@ class McpSessions:
 
     def wait(self, coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
         """Run ``coro`` here and block this (non-loop) thread for its result."""
-        future = self.submit(coro)
+        future = asyncio.run_coroutine_threadsafe(coro, self._start())
         try:
             return future.result(timeout + CLOSE_GRACE_S)
         except concurrent.futures.TimeoutError:
@@ -315,7 +304,7 @@ class McpSessions:
 
     async def await_(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run ``coro`` here and await its result from another loop."""
-        return await asyncio.wrap_future(self.submit(coro))
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._start()))
 
 
 log = logging.getLogger(__name__)
@@ -448,10 +437,8 @@ class McpToolset(BaseCallbackHandler):
         """This task's sessions (opened on first use) and how long a call may take."""
         key = _task_key(getattr(run_manager, "metadata", None))
         with self._lock:
-            sessions = self._sessions.get(key)
-            if sessions is None:
-                sessions = McpSessions(self.connections, label=f"{self.agent}-{key[:8] or 'run'}")
-                self._sessions[key] = sessions
+            if (sessions := self._sessions.get(key)) is None:
+                sessions = self._sessions[key] = McpSessions(self.connections, label=f"{self.agent}-{key[:8] or 'run'}")
         timeout = self.call_timeouts.get(server, CALL_TIMEOUT_S)
         deadlines = [m.deadline for m in _meters(run_manager) if m.deadline is not None]
         if deadlines:

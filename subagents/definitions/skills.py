@@ -40,7 +40,6 @@ class Skill:
 
 def parse_skill(path: Path) -> tuple[Skill, list[str]]:
     """``(skill, warnings)`` for a ``SKILL.md`` (or the folder holding one)."""
-    path = Path(path)
     if path.is_dir():
         path = path / SKILL_FILE
     fields, _ = read_frontmatter(path, SkillFileError)
@@ -82,8 +81,7 @@ class SkillCatalog(dict[str, Skill]):
 
     def select(self, names: Sequence[str], *, agent: str) -> list[Skill]:
         """Exactly the named skills, in the order given; an unknown name raises."""
-        unknown = [n for n in names if n not in self]
-        if unknown:
+        if unknown := [n for n in names if n not in self]:
             available = ", ".join(self) or "none (pass skills_dirs to find some)"
             raise SpecError(f"subagent {agent!r}: field 'skills' names unknown skill(s) "
                             f"{', '.join(map(repr, unknown))}; available: {available}")
@@ -91,8 +89,7 @@ class SkillCatalog(dict[str, Skill]):
 
     def prompt_block(self, names: Sequence[str] | None = None, *, agent: str = "agent") -> str:
         """The block for ``names`` (``None``: every skill)."""
-        chosen = self.values() if names is None else self.select(names, agent=agent)
-        return available_skills_block(chosen)
+        return available_skills_block(self.values() if names is None else self.select(names, agent=agent))
 
 
 def discover_skills(dirs: DirLevels | None = None, *, project_dir: PathLike | None = None, home: PathLike | None = None,
