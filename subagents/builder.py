@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import sys
+import time
 import warnings
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -62,7 +63,7 @@ from subagents.definitions.permissions import (
     policy_beside,
 )
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
-from subagents.errors import OutputSchemaError, OutputSchemaViolation, SpecError
+from subagents.errors import McpServerError, OutputSchemaError, OutputSchemaViolation, SpecError, TaskTimeout
 from subagents.metering import WrapUp
 from subagents.plans import ModelCallPlan
 from subagents.roles import overrides, policy_of
@@ -465,11 +466,16 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
             from subagents.definitions.mcp import LIST_TIMEOUT_S, McpToolset
 
             servers = {name: config or options.mcp_servers.get(name, {}) for name, config in spec.mcp_config.items()}
+            started = time.monotonic()
             try:
                 mcp = McpToolset.connect(spec.name, servers, timeout=min(spec.timeout_s or LIST_TIMEOUT_S,
                                                                          LIST_TIMEOUT_S))
             except ValueError as exc:
                 raise SpecError(f"subagent {spec.name!r}: field 'mcp_config': {exc}") from None
+            except McpServerError as exc:  # listed on the task's own time: what ran it out is its timeout_s
+                if spec.timeout_s is not None and time.monotonic() - started >= spec.timeout_s:
+                    raise TaskTimeout(f"timed out after {spec.timeout_s:g}s: {exc}", timeout_s=spec.timeout_s) from None
+                raise
         if mcp is None and not any(isinstance(n, str) and n.startswith("mcp__") for n in spec.tools or ()):
             return []  # no MCP anywhere: the MCP client code is not even loaded
         from subagents.definitions.mcp import select_mcp_tools, unmatched_mcp_names

@@ -232,6 +232,8 @@ class McpSessions:
         ready = self._ready.get(server)
         if ready is None:
             ready = asyncio.get_running_loop().create_future()
+            # Read here too: a waiter cut short by its timeout leaves the start's failure to no one (a warning).
+            ready.add_done_callback(lambda done: done.cancelled() or done.exception())
             self._ready[server] = ready
             self._owners.append(asyncio.create_task(self._own(server, ready, timeout)))
         return await asyncio.shield(ready)

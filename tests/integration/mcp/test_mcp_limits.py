@@ -36,6 +36,17 @@ def test_a_call_cut_short_by_the_tasks_timeout_is_recorded_as_a_timeout(run):
     assert "timed out after 3s" in record["error"]
 
 
+def test_a_task_whose_server_is_still_listing_its_tools_at_its_timeout_is_recorded_as_a_timeout(run):
+    # A server that never lists (or a machine too busy to start one within timeout_s): the listing ran on the
+    # task's own time, so its end is the task's timeout, not a server's error.
+    spec, model = _napping({"timeout_s": 1}, {"mode": "hang"})
+    out = run(create_deep_agent(model, subagents=[spec], settings=DelegationSettings.of(general_purpose=False)),
+              user("go"))
+    (record,) = records(out)
+    assert (record["status"], record["stop_reason"]) == ("error", "timeout"), record["error"]
+    assert "timed out after 1s" in record["error"]
+
+
 def test_a_call_cut_short_by_the_servers_own_timeout_is_that_tools_failure(run):
     spec, model = _napping({"timeout_s": 60}, {"timeout": 1.5})
     out = run(create_deep_agent(model, subagents=[spec], settings=DelegationSettings.of(general_purpose=False)), user("go"))
