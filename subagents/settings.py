@@ -52,6 +52,13 @@ class _Settings(BaseModel):
             raise SpecError(f"{name}: {cause if isinstance(cause, ValueError) else error['msg']}") from None
 
 
+def _at_least(least: int, value: int | None) -> int | None:
+    """A count's validation, where it is defined (``None``: no cap)."""
+    if value is not None and value < least:
+        raise SpecError(f"must be >= {least} (got {value})")
+    return value
+
+
 class Limits(_Settings):
     """How much delegation may do.
 
@@ -79,12 +86,9 @@ class Limits(_Settings):
     wrap_up: WrapUpSetting = True
     force_delegation: SkipValidation[Any] = None  # checked by middleware.limits.coerce_force_delegation
 
-    @field_validator("short_answer_threshold")
-    @classmethod
-    def _not_negative(cls, value: int) -> int:
-        if value < 0:
-            raise SpecError(f"must be >= 0 (got {value})")
-        return value
+    _not_negative = field_validator("short_answer_threshold")(classmethod(lambda cls, value: _at_least(0, value)))
+    _counts = field_validator("max_concurrent_tasks", "max_delegations", "max_root_turns", "max_dynamic_subagents")(
+        classmethod(lambda cls, value: _at_least(1, value)))
 
 
 class Observability(_Settings):
@@ -125,6 +129,10 @@ class BackgroundSettings(_Settings):
     notify: bool = True
     notice_result_chars: int = 2000
     notice_total_chars: int = DEFAULT_NOTICE_TOTAL_CHARS
+
+    _counts = field_validator("max_background_tasks")(classmethod(lambda cls, value: _at_least(1, value)))
+    _sizes = field_validator("notice_result_chars", "notice_total_chars")(
+        classmethod(lambda cls, value: _at_least(0, value)))
 
     @field_validator("background_subagents", mode="before")
     @classmethod

@@ -72,6 +72,15 @@ def test_a_chat_model_in_a_mapping_survives_an_update_untouched():
 
 @pytest.mark.parametrize("fields, name", [
     ({"short_answer_threshold": -1}, "short_answer_threshold: must be >= 0"),
+    # Each count is checked where it is defined, naming itself (max_background_tasks=0 was refused later as
+    # max_concurrent_tasks; a notice size of -5 was never refused).
+    ({"max_background_tasks": 0}, r"max_background_tasks: must be >= 1 \(got 0\)"),
+    ({"max_concurrent_tasks": 0}, "max_concurrent_tasks: must be >= 1"),
+    ({"max_delegations": -1}, "max_delegations: must be >= 1"),
+    ({"max_root_turns": 0}, "max_root_turns: must be >= 1"),
+    ({"max_dynamic_subagents": -1}, "max_dynamic_subagents: must be >= 1"),
+    ({"notice_result_chars": -5}, "notice_result_chars: must be >= 0"),
+    ({"notice_total_chars": -5}, "notice_total_chars: must be >= 0"),
     ({"max_background_tasks": "many"}, "max_background_tasks: "),
     ({"unknown_tools": "shout"}, "unknown_tools: "),
     ({"sessions_dir": 42}, "sessions_dir: "),
