@@ -110,3 +110,51 @@ def test_a_model_call_made_in_a_tool_is_seen_in_the_tool_steps_namespace() -> No
     root = ScriptedChatModel(responses=[{"tool_calls": [tool_call("ask", question="q")]}, "done"])
     create_agent(root, [ask]).with_config(callbacks=[Namespaces()]).invoke({"messages": [("user", "go")]})
     assert seen == [False, True, False]  # the root's call, the tool's own, the root's answer
+
+
+def test_a_node_finds_its_graphs_checkpointer_in_its_config() -> None:
+    # CONFIG_KEY_CHECKPOINTER: how a task reads its child's checkpoint (a resumed child's earlier calls, a stopped
+    # run's open calls); gone, a resume would charge nothing of what the child spent before.
+    from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+
+    saver, seen = InMemorySaver(), []
+
+    def node(state: State) -> dict[str, Any]:
+        seen.append(get_config()[CONF].get(CONFIG_KEY_CHECKPOINTER))
+        return {}
+
+    _graph(node, saver).invoke({}, {CONF: {"thread_id": "t"}})
+    assert seen == [saver]
+
+
+def test_a_chat_model_without_its_own_async_call_runs_its_sync_one_on_a_thread() -> None:
+    # runs_on_a_thread: a model overriding neither _agenerate nor _astream has its ainvoke run _generate in an
+    # executor, so a cancelled child's call goes on spending (the meter charges it when it ends).
+    import asyncio
+    import threading
+
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    from subagents.builder import runs_on_a_thread
+
+    class SyncOnly(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "sync-only"
+
+        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(threading.current_thread().name))])
+
+    class AsyncToo(SyncOnly):
+        async def _agenerate(self, messages: Any, stop: Any = None, run_manager: Any = None,
+                             **kwargs: Any) -> ChatResult:
+            return self._generate(messages)
+
+    async def thread_of(model: BaseChatModel) -> str:
+        return str((await model.ainvoke("hi")).content)
+
+    loop_thread = threading.current_thread().name
+    assert runs_on_a_thread(SyncOnly()) and asyncio.run(thread_of(SyncOnly())) != loop_thread
+    assert not runs_on_a_thread(AsyncToo()) and asyncio.run(thread_of(AsyncToo())) == loop_thread
