@@ -84,6 +84,7 @@ from subagents.ledger import LedgerChannel, touch_if_quiet
 from subagents.metering import Budget
 from subagents.outcome import lost
 from subagents.plans import adrive, drive
+from subagents.roles import ChildPolicy
 from subagents.settings import DEFAULT_NOTICE_TOTAL_CHARS, DelegationSettings
 from subagents.spec import describe_validation_error
 
@@ -471,7 +472,7 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
     """
 
     state_schema = AsyncTaskLedgerState
-    delegates = True
+    child_policy = ChildPolicy(delegates=True)  # a child never takes it: one level
 
     def __init__(self, subagents: Sequence[Any] = (), *, model: BaseChatModel | str | None = None,
                  tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,

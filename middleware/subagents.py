@@ -73,6 +73,7 @@ from subagents.metering import Budget
 from subagents.outcome import add_usage, lost, task_id_for
 from subagents.plans import adrive, drive
 from subagents.registry import takes_parent_tools
+from subagents.roles import ChildPolicy
 from subagents.runner import unwatch_interrupts, watch_interrupts
 from subagents.settings import DelegationSettings
 from subagents.transcripts import left_by_call
@@ -114,7 +115,7 @@ class SubAgentMiddleware(AgentMiddleware):
     """
 
     state_schema = SubagentLedgerState
-    delegates = True
+    child_policy = ChildPolicy(delegates=True)  # a child never takes it: one level
     transformers = (ChildFailureTransformer,)
 
     def __init__(self, subagents: Sequence[AnySpec | Mapping[str, Any]] | None = (), *,

@@ -53,7 +53,7 @@ from langgraph.typing import ContextT
 
 from subagents.errors import SubagentsError, from_signal_handler, is_real_cancellation, safe_text
 from subagents.plans import ModelCallPlan
-from subagents.roles import ChildPolicy
+from subagents.roles import ChildPolicy, policy_of
 
 log = logging.getLogger(__name__)
 
@@ -455,10 +455,8 @@ def child_tools(allowed: Sequence[Any] | None, denied: Iterable[str], parent_too
 
 
 def is_delegating_middleware(middleware: Any) -> bool:
-    """Whether a middleware gives its agent a way to delegate."""
-    if getattr(middleware, "delegates", False):
-        return True
-    return any(is_forbidden_tool(t) for t in getattr(middleware, "tools", ()) or ())
+    """Whether a middleware gives its agent a way to delegate: its policy says so, or it brings a delegating tool."""
+    return policy_of(middleware).delegates or any(is_forbidden_tool(t) for t in getattr(middleware, "tools", ()) or ())
 
 
 def strip_agents_block(text: str) -> str:

@@ -25,6 +25,7 @@ from middleware import SubAgentMiddleware
 from subagents import CompiledSubagent, SubagentSpec, build_subagent
 from subagents.boundary import _AGENTS_TAG, OneLevelGuard, OneLevelToolGuard, strip_agents_block
 from subagents.builder import guard_for
+from subagents.roles import ChildPolicy, policy_of
 from subagents.settings import DelegationSettings
 
 
@@ -86,6 +87,27 @@ def test_defence_2_delegating_middleware_is_dropped_from_the_child():
     graph = build_subagent(spec, parent_model=model, parent_tools=[echo])
     tool_node = graph.nodes["tools"].bound
     assert set(tool_node.tools_by_name) == {"echo"}
+
+
+class _Delegates(AgentMiddleware):
+    """Delegates without a tool the guard could see (through its own model call, say): its policy says so."""
+
+    child_policy = ChildPolicy(delegates=True)
+
+
+class _Quieter(_Delegates):
+    child_policy = ChildPolicy()  # a subclass may widen the floor, never lower it
+
+
+def test_defence_2_a_middleware_whose_policy_delegates_is_dropped_whatever_its_subclass_or_instance_says(caplog):
+    lowered = _Delegates()
+    lowered.child_policy = ChildPolicy()
+    spec = SubagentSpec(name="sneaky", description="d", middleware=[_Delegates(), _Quieter(), lowered,
+                                                                     AgentMiddleware()])
+    build_subagent(spec, parent_model=ScriptedChatModel(responses=["x"]), parent_tools=[echo])
+    dropped = [r.getMessage() for r in caplog.records if "dropped delegating middleware" in r.getMessage()]
+    assert [m.rsplit(" ", 1)[1] for m in dropped] == ["_Delegates", "_Quieter", "_Delegates"], dropped
+    assert policy_of(SubAgentMiddleware()).delegates and not policy_of(AgentMiddleware()).delegates
 
 
 def test_defence_3_available_agents_block_never_reaches_a_child_prompt(run):
