@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, cast
 
 from langgraph.store.base import BaseStore
-from pydantic import BaseModel, ConfigDict, PrivateAttr, SkipValidation, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SkipValidation, ValidationError, field_validator
 
 from subagents.builder import BuildOptions
 from subagents.definitions.files import DirLevels
@@ -52,13 +52,6 @@ class _Settings(BaseModel):
             raise SpecError(f"{name}: {cause if isinstance(cause, ValueError) else error['msg']}") from None
 
 
-def _at_least(least: int, value: int | None) -> int | None:
-    """A count's validation, where it is defined (``None``: no cap)."""
-    if value is not None and value < least:
-        raise SpecError(f"must be >= {least} (got {value})")
-    return value
-
-
 class Limits(_Settings):
     """How much delegation may do.
 
@@ -77,18 +70,21 @@ class Limits(_Settings):
             or a :class:`middleware.ForceDelegation` choosing the mechanism.
     """
 
-    max_concurrent_tasks: int | None = None
-    max_delegations: int | None = DEFAULT_MAX_DELEGATIONS
-    max_root_turns: int | None = DEFAULT_MAX_ROOT_TURNS
-    max_dynamic_subagents: int = 8
+    max_concurrent_tasks: int | None = Field(default=None, ge=1)
+    max_delegations: int | None = Field(default=DEFAULT_MAX_DELEGATIONS, ge=1)
+    max_root_turns: int | None = Field(default=DEFAULT_MAX_ROOT_TURNS, ge=1)
+    max_dynamic_subagents: int = Field(default=8, ge=1)
     short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD
     budget: Budget | None = None
     wrap_up: WrapUpSetting = True
     force_delegation: SkipValidation[Any] = None  # checked by middleware.limits.coerce_force_delegation
 
-    _not_negative = field_validator("short_answer_threshold")(classmethod(lambda cls, value: _at_least(0, value)))
-    _counts = field_validator("max_concurrent_tasks", "max_delegations", "max_root_turns", "max_dynamic_subagents")(
-        classmethod(lambda cls, value: _at_least(1, value)))
+    @field_validator("short_answer_threshold")
+    @classmethod
+    def _not_negative(cls, value: int) -> int:
+        if value < 0:
+            raise SpecError(f"must be >= 0 (got {value})")
+        return value
 
 
 class Observability(_Settings):
@@ -124,15 +120,11 @@ class BackgroundSettings(_Settings):
     """
 
     background_subagents: SkipValidation[tuple[Any, ...]] = ()
-    max_background_tasks: int | None = 8
+    max_background_tasks: int | None = Field(default=8, ge=1)
     background_runtime: SkipValidation[RuntimeHandle | None] = None
     notify: bool = True
-    notice_result_chars: int = 2000
-    notice_total_chars: int = DEFAULT_NOTICE_TOTAL_CHARS
-
-    _counts = field_validator("max_background_tasks")(classmethod(lambda cls, value: _at_least(1, value)))
-    _sizes = field_validator("notice_result_chars", "notice_total_chars")(
-        classmethod(lambda cls, value: _at_least(0, value)))
+    notice_result_chars: int = Field(default=2000, ge=0)
+    notice_total_chars: int = Field(default=DEFAULT_NOTICE_TOTAL_CHARS, ge=0)
 
     @field_validator("background_subagents", mode="before")
     @classmethod
