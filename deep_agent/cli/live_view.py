@@ -34,10 +34,11 @@ from deep_agent.cli.terminal import printable
 from middleware.task_tool import ASYNC_LEDGER_KEY, LEDGER_KEY
 from subagents.metering import token_count
 
-# While a live view is up, fd 2 is a pipe whose lines a thread prints above the tree: ``Live`` redraws in
-# place, so a line written straight to the terminal (an MCP server's banner) would land inside the tree.
-# A process started meanwhile keeps the pipe after the view ends: the thread reads on for the process's
-# life (to the real stderr), so it never blocks on a full pipe.
+# From the first live view on, fd 2 is a pipe whose lines a thread prints: above the tree while a view is up
+# (``Live`` redraws in place, so a line written straight to the terminal would land inside the tree), else
+# to the terminal. Every line is escaped, view or not: a hook or MCP server (and what it runs) must never
+# move the cursor over an approval prompt, so fd 2 stays the pipe for the process's life and every process
+# started later, at a prompt too, inherits it. The thread reads on for as long as any holds the pipe.
 
 STDERR = 2
 MAX_LINE = 4096  # longer lines are shown in pieces
@@ -98,14 +99,14 @@ class _Relay:
     def _show(self, lines: list[bytes]) -> None:
         if not lines:
             return
+        text = "\n".join(printable(line.decode("utf-8", "replace").rstrip("\r")) for line in lines)
         with self.lock:
             console = self.console
         with contextlib.suppress(Exception):  # lines lost are better than a relay that stops draining
             if console is not None:
-                text = "\n".join(printable(line.decode("utf-8", "replace").rstrip("\r")) for line in lines)
                 console.print(Text(text, style="dim"), soft_wrap=True)
             else:
-                data = memoryview(b"".join(line + b"\n" for line in lines))
+                data = memoryview(f"{text}\n".encode())
                 while data:
                     data = data[os.write(self.terminal, data):]
 
@@ -130,7 +131,8 @@ _relay_lock = threading.Lock()
 
 @contextlib.contextmanager
 def relayed_stderr(console: Console) -> Iterator[None]:
-    """While entered, lines written to fd 2 are printed through ``console`` (when both are terminals)."""
+    """While entered, lines written to fd 2 are printed through ``console`` (when both are terminals); from the
+    first entry on, escaped to the terminal in between."""
     global _relay
     usable = False
     with contextlib.suppress(OSError, ValueError):
@@ -139,12 +141,13 @@ def relayed_stderr(console: Console) -> Iterator[None]:
         yield
         return
     with _relay_lock:
-        relay = _relay = _relay or _Relay()
-    _flush_stderr()
-    faults = faulthandler.is_enabled()
-    if faults:  # a crash report written into the pipe would die with the process
-        faulthandler.enable(file=relay.terminal, all_threads=True)
-    os.dup2(relay.write_end, STDERR)
+        if _relay is None:
+            _flush_stderr()
+            _relay = _Relay()
+            if faulthandler.is_enabled():  # a crash report written into the pipe would die with the process
+                faulthandler.enable(file=_relay.terminal, all_threads=True)
+            os.dup2(_relay.write_end, STDERR)
+        relay = _relay
     with relay.lock:
         relay.console = console
     try:
@@ -152,12 +155,8 @@ def relayed_stderr(console: Console) -> Iterator[None]:
     finally:
         _flush_stderr()
         relay.flush()  # printed through the console while it is still the view's
-        os.dup2(relay.terminal, STDERR)
         with relay.lock:
             relay.console = None
-        if faults:
-            with contextlib.suppress(Exception):  # no usable sys.stderr: leave it pointing at the terminal
-                faulthandler.enable(file=sys.stderr, all_threads=True)
 
 
 UNFINISHED = frozenset({"pending", "running", "waiting_for_approval"})

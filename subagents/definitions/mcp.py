@@ -9,6 +9,7 @@ import concurrent.futures
 import contextlib
 import fnmatch
 import logging
+import os
 import re
 import shutil
 import threading
@@ -91,6 +92,9 @@ def _server(name: Any, config: Any) -> dict[str, Any]:
     return cast("dict[str, Any]", config)
 
 
+_BRACED = re.compile(r"\$\{([^}]+)\}")  # the MCP client's rule: braced only; an unset name stays
+
+
 def connection_for(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """The ``langchain-mcp-adapters`` connection for one normalised server config."""
     if not config:
@@ -109,8 +113,9 @@ def connection_for(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
         sse = transport is None and config["url"].split("?")[0].rstrip("/").endswith("/sse")
         transport = "sse" if sse else "streamable_http"
     connection = {"transport": transport, "url": config["url"]}
-    if config.get("headers") and transport != "websocket":
-        connection["headers"] = {k: str(v) for k, v in config["headers"].items()}
+    if config.get("headers") and transport != "websocket":  # `${NAME}` read from the environment, as `env`'s is
+        connection["headers"] = {k: _BRACED.sub(lambda m: os.environ.get(m[1], m[0]), str(v))
+                                 for k, v in config["headers"].items()}
     return connection
 
 

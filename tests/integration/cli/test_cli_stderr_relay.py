@@ -147,3 +147,35 @@ def test_a_line_without_its_newline_is_shown(tmp_path: Path) -> None:
 def test_a_crash_in_the_view_still_reports_on_the_terminal(tmp_path: Path) -> None:
     out = _relay_run(tmp_path, "crash", PYTHONFAULTHANDLER="1")
     assert "Fatal Python error: Segmentation fault" in out, out[-2000:]
+
+
+PROMPT_SCRIPT = """
+import subprocess, sys, time
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+from deep_agent.cli.live_view import relayed_stderr
+
+TITLE = r"printf '\\033]0;%s\\007' "
+console = Console(force_terminal=True)
+with relayed_stderr(console), Live(Text("the tree"), console=console, refresh_per_second=8):
+    # a server started in the view that writes once the view has ended (at an approval prompt, say)
+    during = subprocess.Popen(["sh", "-c", "sleep 1; " + TITLE + "STARTED-IN-VIEW >&2"])
+print("Approve? [y]es / [n]o / [a]lways: ", flush=True)
+# a server started while the prompt is up, with no view
+subprocess.run(["sh", "-c", TITLE + "STARTED-AT-PROMPT >&2"], check=True)
+during.wait()
+time.sleep(0.5)
+print("answered", flush=True)
+"""
+
+
+def test_nothing_another_process_writes_reaches_the_terminal_unescaped_at_a_prompt(tmp_path: Path) -> None:
+    """An MCP server writing escape sequences while an approval prompt is up (after a live view, or started at
+    the prompt) cannot move the cursor over the prompt or retitle the window: its bytes are shown escaped."""
+    script = tmp_path / "prompt.py"
+    script.write_text(PROMPT_SCRIPT, encoding="utf-8")
+    out = _in_terminal(sys.executable, [str(script)], cwd=ROOT, env=terminal_env(tmp_path))
+    for name in ("STARTED-IN-VIEW", "STARTED-AT-PROMPT"):
+        assert f"\x1b]0;{name}" not in out, out[-2000:]
+        assert f"\\x1b]0;{name}\\x07" in out, out[-2000:]

@@ -202,3 +202,43 @@ def test_background_tasks_each_own_their_connection(run, tmp_path):
     found = [re.findall(r"pid \d+", r) for r in results]
     assert all(len(f) == 1 for f in found) and found[0] != found[1], results
     assert len(pids(pid_file)) == 3
+
+
+def test_a_headers_environment_names_are_read_from_the_environment(monkeypatch):
+    """``headers: {Authorization: "Bearer ${DOCS_TOKEN}"}`` (docs/agent-files.md) sends the variable's value, as
+    the client does for a stdio server's ``env``; a name that is not set is sent as written."""
+    import asyncio
+    import http.server
+    import threading
+
+    from langchain_mcp_adapters.sessions import create_session
+
+    from subagents.definitions.mcp import connection_for
+
+    seen: list[dict[str, str]] = []
+
+    class Capture(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
+            seen.append(dict(self.headers))
+            self.send_error(404)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Capture)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("DOCS_TOKEN", "s3cret")
+    config = {"url": f"http://127.0.0.1:{server.server_address[1]}/mcp",
+              "headers": {"Authorization": "Bearer ${DOCS_TOKEN}", "X-Other": "${NOT_SET_ANYWHERE}"}}
+
+    async def connect() -> None:
+        async with create_session(connection_for("docs", config)) as session:
+            await session.initialize()
+
+    try:
+        with pytest.raises(BaseException):  # the capture answers 404: only the request's headers matter
+            asyncio.run(asyncio.wait_for(connect(), 20))
+    finally:
+        server.shutdown()
+    assert seen and seen[0]["Authorization"] == "Bearer s3cret"
+    assert seen[0]["X-Other"] == "${NOT_SET_ANYWHERE}"
