@@ -498,9 +498,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         # A child's model-call wraps of ours run as one, or not at all where idle (fused_model_calls).
         options = BuildOptions(settings.definitions, settings.definitions.skills(), EXCLUDED_STATE_KEYS,
                                own_model=self.runtime.models.own, join_model_calls=background_child_middleware)
-        self.registry = SubagentRegistry(steerable, unknown_tools=settings.definitions.unknown_tools, options=options,
-                                         inherited_middleware=parent_floor(type(self).__name__, model_middleware,
-                                                                           steerable))
+        floor = parent_floor(type(self).__name__, model_middleware, steerable)
+        self.registry = SubagentRegistry(steerable, options=options, inherited_middleware=floor)
         self.tasks = BackgroundTasks(self.registry, remote, max_concurrent=background.max_background_tasks,
                                      excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys),
                                      settings=settings, runtime=self.runtime)

@@ -138,8 +138,7 @@ class SubAgentMiddleware(AgentMiddleware):
         options = BuildOptions(definitions, definitions.skills(), EXCLUDED_STATE_KEYS)
         self.backend = backend  # deepagents' required argument, which deepagents keeps and never reads
         floor = parent_floor(type(self).__name__, model_middleware, specs, dynamic=definitions.dynamic_subagents)
-        self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options,
-                                         inherited_middleware=floor)
+        self.registry = SubagentRegistry(specs, options=options, inherited_middleware=floor)
         self._sessions_dir = settings.observability.sessions_dir  # where a stopped task's transcript is found
         self.runner = TaskRunner(self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
                                  excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()))

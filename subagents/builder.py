@@ -18,7 +18,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import (
@@ -62,7 +62,7 @@ from subagents.errors import McpServerError, OutputSchemaError, OutputSchemaViol
 from subagents.metering import WrapUp
 from subagents.plans import ModelCallPlan
 from subagents.roles import overrides, policy_of
-from subagents.settings import Definitions
+from subagents.settings import Definitions, UnknownToolPolicy
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
 from subagents.truncation import RetryTruncated
 
@@ -380,9 +380,6 @@ class OutputRetryLimit(ModelCallPlan, AgentMiddleware):
 
 log = logging.getLogger(__name__)
 
-UnknownToolPolicy = Literal["error", "warn", "ignore"]
-
-
 def _report_unknown_tool(agent: str, name: str, available: list[str], policy: UnknownToolPolicy,
                          *, where: str = "the parent does not have") -> None:
     message = (f"subagent {agent!r}: field 'tools' names {name!r}, which {where} "
@@ -398,8 +395,7 @@ def _report_unknown_tool(agent: str, name: str, available: list[str], policy: Un
 
 
 def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any],
-                   unknown_tools: UnknownToolPolicy = "warn", options: BuildOptions | None = None,
-                   inherited_middleware: Sequence[AgentMiddleware] = ()) -> Any:
+                   options: BuildOptions | None = None, inherited_middleware: Sequence[AgentMiddleware] = ()) -> Any:
     """Compile one spec into a child graph (once per spec, on first use). ``inherited_middleware``, the
     parent's, is the floor: its approvals and ``PIIMiddleware`` always, its model-level ones if the model is too."""
     options = options or BuildOptions()
@@ -440,14 +436,14 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
         listed = mcp.tools if mcp is not None else []
         parents = {tool_name(t) for t in parent_tools}  # a parent's own tool may be named mcp__ too
         for name in [n for n in unmatched_mcp_names(listed, spec.tools) if n not in parents]:  # never a tool short
-            _report_unknown_tool(spec.name, name, sorted(t.name for t in listed), unknown_tools,
+            _report_unknown_tool(spec.name, name, sorted(t.name for t in listed), defs.unknown_tools,
                                  where="no MCP server in its mcp_config lists")
         return list(select_mcp_tools(listed, spec.tools, spec.disallowed_tools))
 
     tools = child_tools(spec.tools, spec.disallowed_tools, parent_tools,
                         # A name in ``tools`` the parent lacks is reported (an MCP tool's is its servers' business).
                         on_unknown=lambda name, available: None if name.startswith("mcp__") else
-                        _report_unknown_tool(spec.name, name, available, unknown_tools)) + own_tools()
+                        _report_unknown_tool(spec.name, name, available, defs.unknown_tools)) + own_tools()
 
     middleware = _child_middleware(spec, options, tools, model, lambda name: own(resolved_for(name)),
                                    inherited_middleware, inherits_model=inherits_model)

@@ -25,6 +25,7 @@ from subagents.metering import Budget, PriceTable, WrapUpSetting
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.truncation import RetryTruncatedSetting
 
+UnknownToolPolicy = Literal["error", "warn", "ignore"]
 DEFAULT_MAX_DELEGATIONS = 50
 """Delegations (``task`` calls, background starts) allowed per run unless ``max_delegations`` says otherwise."""
 DEFAULT_MAX_ROOT_TURNS = 200  # far above a working run, far below the recursion limit
@@ -167,7 +168,7 @@ class Definitions(_Settings):
     interrupt_on: SkipValidation[Mapping[str, Any] | None] = None
     state_schemas: Annotated[SkipValidation[tuple[Any, ...]],
                              BeforeValidator(lambda found: tuple(s for s in found if s is not None))] = ()
-    unknown_tools: Literal["error", "warn", "ignore"] = "warn"
+    unknown_tools: UnknownToolPolicy = "warn"
     general_purpose: bool = True
     retry_truncated: RetryTruncatedSetting = False
     dynamic_subagents: bool = False
