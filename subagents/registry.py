@@ -51,7 +51,6 @@ DYNAMIC_SUBAGENTS_KEY = "dynamic_subagents"  # the parent state key of run-time 
 from subagents.boundary import FORBIDDEN_TOOL_NAMES  # noqa: E402
 from subagents.spec import DEFAULT_MAX_TURNS, NAME_PATTERN  # noqa: E402
 
-DEFAULT_MAX_DYNAMIC_SUBAGENTS = 8
 MAX_NAME_CHARS = 64
 
 
