@@ -31,7 +31,7 @@ from deep_agent._deepagents import DeepagentsToolHint, MissingExtraError, missin
 from middleware.root_turn_limit import RootTurnLimit
 from middleware.subagents import SubAgentMiddleware
 from middleware.task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, open_calls, with_general_purpose
-from subagents import AnySpec, Budget, BuildOptions, SpecError, coerce_spec, load_agent_dirs
+from subagents import AnySpec, Budget, SpecError, coerce_spec, load_agent_dirs
 from subagents.boundary import (
     is_forbidden_tool,
     parent_state_schemas,
@@ -42,7 +42,7 @@ from subagents.boundary import (
 from subagents.definitions.permissions import PermissionMode, approval_rules
 from subagents.errors import InvalidArgumentType
 from subagents.ledger import LedgerChannel, merge_async_records, merge_records, saved_value
-from subagents.settings import DelegationSettings
+from subagents.settings import Definitions, DelegationSettings
 from subagents.spec import is_async_spec
 
 
@@ -94,10 +94,10 @@ def create_deep_agent(
     """Build a compiled root agent whose subagents are reached through ``task`` (docs/migrating.md).
 
     The first eighteen arguments are deepagents' ``create_deep_agent``'s (``backend``, ``skills``, ``memory``
-    and ``permissions`` need the ``deepagents`` extra); ``interrupt_on`` and ``permission_mode`` gate the root's
-    tools and are a floor for every child (docs/approvals.md). ``settings``: every other option, in one
-    :class:`subagents.settings.DelegationSettings`; ``budget``, ``permission_mode`` and ``mcp_servers``, given,
-    replace its field. ``background``: also the background-task tools (docs/background.md); ``hooks``: Claude
+    and ``permissions`` need the ``deepagents`` extra). ``settings``: every other option, in one
+    :class:`subagents.settings.DelegationSettings`; ``budget``, ``mcp_servers``, ``permission_mode`` and
+    ``interrupt_on``, given, replace its field (documented there), and the last two also gate the root's own tools
+    (docs/approvals.md). ``background``: also the background-task tools (docs/background.md); ``hooks``: Claude
     Code hooks for the root (:class:`subagents.definitions.HookMiddleware`).
     """
     tools, subagents, middleware = list(tools or ()), subagents or (), middleware or ()
@@ -117,7 +117,6 @@ def create_deep_agent(
     settings = settings.updated(state_schemas=parent_state_schemas(state_schema, middleware))
     check_ledger_fields(state_schema, "create_deep_agent: argument 'state_schema'")
     skill_block = settings.definitions.skills().prompt_block()
-    options = settings.definitions.build_options()
     declared = [s for s in subagents if not is_async_spec(s)]
     if with_deepagents:
         declared = with_deepagents_child_defaults(declared, backend=backend, middleware=middleware,
@@ -175,7 +174,7 @@ def create_deep_agent(
     turn_limit = [RootTurnLimit(limit, name=name)] if (limit := settings.limits.max_root_turns) is not None else []
     # deepagents' own file tools are the root's too (its FilesystemMiddleware is built inside deepagents).
     file_tools = deepagents_file_tool_names(backend, middleware) if with_deepagents else []
-    stack = [*middleware, *_root_approval(options, tools, middleware, file_tools), *root_hooks,
+    stack = [*middleware, *_root_approval(settings.definitions, tools, middleware, file_tools), *root_hooks,
              *([] if any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware) else turn_limit),
              delegation, *extra,
              *(hint if own_tools or delegation.tools or extra else []),
@@ -218,7 +217,7 @@ def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
     return [PatchOlderToolCalls()]
 
 
-def _root_approval(options: BuildOptions, tools: Sequence[Any], middleware: Sequence[Any],
+def _root_approval(definitions: Definitions, tools: Sequence[Any], middleware: Sequence[Any],
                    also: Sequence[str] = ()) -> list[Any]:
     """The parent's own tools follow the policy its children inherit."""
     if any(isinstance(mw, HumanInTheLoopMiddleware) for mw in middleware):
@@ -226,8 +225,8 @@ def _root_approval(options: BuildOptions, tools: Sequence[Any], middleware: Sequ
     # The middleware's tools too (deepagents' file tools): the root's tool node holds them.
     middleware_tools = [t for mw in middleware for t in getattr(mw, "tools", None) or () if not is_forbidden_tool(t)]
     names = list(dict.fromkeys([*(tool_name(t) for t in [*tools, *middleware_tools]), *also]))
-    rules = approval_rules(options.permission_mode, names, risky_tools=options.risky_tools,
-                           interrupt_on=options.interrupt_on)
+    rules = approval_rules(definitions.permission_mode, names, risky_tools=definitions.risky_tools,
+                           interrupt_on=definitions.interrupt_on)
     return [HumanInTheLoopMiddleware(interrupt_on=rules)] if rules else []
 
 

@@ -56,7 +56,7 @@ from middleware.task_tool import (
     with_general_purpose,
 )
 from middleware.thread_catch_up import ThreadCatchUp
-from subagents import AnySpec, SpecError, SubagentRegistry, SubagentSpec, TaskCall, coerce_spec
+from subagents import AnySpec, BuildOptions, SpecError, SubagentRegistry, SubagentSpec, TaskCall, coerce_spec
 from subagents.background import (
     ACTIVE_STATUSES,
     NOTEWORTHY_STATUSES,
@@ -496,12 +496,10 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
         steerable = [s.model_copy(update={"middleware": (*s.middleware, inbox, own_models)})
                      if isinstance(s, SubagentSpec) else s for s in local]
         # A child's model-call wraps of ours run as one, or not at all where idle (fused_model_calls).
-        options = settings.definitions.build_options(excluded_keys=EXCLUDED_STATE_KEYS,
-                                                     own_model=self.runtime.models.own,
-                                                     join_model_calls=background_child_middleware)
-        self.registry = SubagentRegistry(steerable, unknown_tools=settings.definitions.unknown_tools, options=options,
-                                         inherited_middleware=parent_floor(type(self).__name__, model_middleware,
-                                                                           steerable))
+        options = BuildOptions(settings.definitions, settings.definitions.skills(), EXCLUDED_STATE_KEYS,
+                               own_model=self.runtime.models.own, join_model_calls=background_child_middleware)
+        floor = parent_floor(type(self).__name__, model_middleware, steerable)
+        self.registry = SubagentRegistry(steerable, options=options, inherited_middleware=floor)
         self.tasks = BackgroundTasks(self.registry, remote, max_concurrent=background.max_background_tasks,
                                      excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys),
                                      settings=settings, runtime=self.runtime)

@@ -21,15 +21,8 @@ from middleware.task_tool import (
     ledger_entry,
 )
 from subagents import DEFAULT_MAX_TURNS, DynamicSubagentError, SubagentRegistry, TaskRecord
-from subagents.errors import SpecError
 from subagents.outcome import task_id_for
-from subagents.registry import (
-    DEFAULT_MAX_DYNAMIC_SUBAGENTS,
-    DYNAMIC_SUBAGENTS_KEY,
-    DynamicDefinition,
-    check_definition,
-    merge_definitions,
-)
+from subagents.registry import DYNAMIC_SUBAGENTS_KEY, DynamicDefinition, check_definition, merge_definitions
 from subagents.runner import TASK_ID_METADATA_KEY, inheritable_tool_names
 
 CREATE_SUBAGENT_DESCRIPTION = f"""Define a new specialist subagent for this conversation.
@@ -63,10 +56,7 @@ class DynamicSubagents:
     state_schema = DynamicSubagentState
 
     def __init__(self, registry: SubagentRegistry, *, system_prompt: str | None, parent_tools: Sequence[Any] | None,
-                 max_dynamic_subagents: int = DEFAULT_MAX_DYNAMIC_SUBAGENTS) -> None:
-        if isinstance(max_dynamic_subagents, bool) or not isinstance(max_dynamic_subagents, int) \
-                or max_dynamic_subagents < 1:
-            raise SpecError(f"max_dynamic_subagents must be an integer >= 1 (got {max_dynamic_subagents!r})")
+                 max_dynamic_subagents: int) -> None:  # Limits' field, checked there
         self.registry = registry
         self.system_prompt = system_prompt
         self.parent_tools = None if parent_tools is None else list(parent_tools)

@@ -2,7 +2,6 @@
 docs/ledger-and-budgets.md)."""
 
 import asyncio
-import dataclasses
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -67,6 +66,7 @@ from middleware.task_tool import (
 )
 from subagents import AnySpec, SubagentRegistry, TaskCall, TaskOutcome, TaskRecord, TaskRunner, coerce_spec
 from subagents.boundary import DELEGATION_TOOL_NAMES, graph_namespace, with_prompt_block
+from subagents.builder import BuildOptions
 from subagents.errors import InvalidArgumentType, ParentPolicyNotInherited, safe_text
 from subagents.ledger import touch_if_quiet
 from subagents.metering import Budget
@@ -108,9 +108,9 @@ class SubAgentMiddleware(AgentMiddleware):
     exposes no way to read it), the floor every child is built under (docs/approvals.md); not given while children
     take the parent's tools, a :class:`~subagents.errors.ParentPolicyNotInherited` warning (``[]``: it has none).
     ``private_state_keys`` never cross the boundary; ``system_prompt`` precedes ``<available_agents>``, which
-    ``{available_agents}`` in ``task_description`` becomes. ``budget``: a :class:`subagents.Budget` on this agent's
-    model calls and every child's (another root middleware's under :meth:`metered`), replacing
-    ``settings.limits.budget``; ``settings`` gives the rest. ``backend`` and ``state_schema`` are deepagents'.
+    ``{available_agents}`` in ``task_description`` becomes. ``budget``, given, replaces ``settings.limits.budget``
+    (:class:`~subagents.settings.Limits`; another root middleware's calls count under :meth:`metered`); ``settings``
+    gives the rest. ``backend`` and ``state_schema`` are deepagents'.
     Stream events: docs/transcripts-and-streaming.md.
     """
 
@@ -130,16 +130,15 @@ class SubAgentMiddleware(AgentMiddleware):
         limits, definitions = settings.limits, settings.definitions
         super().__init__()
         specs = with_general_purpose([coerce_spec(s) for s in subagents or ()], definitions.general_purpose)
-        options = definitions.build_options(excluded_keys=EXCLUDED_STATE_KEYS)
         if state_schema is not None:  # deepagents': its keys reach declarative children, like the parent's own
             if not isinstance(state_schema, type) or not getattr(state_schema, "__annotations__", None):
                 raise InvalidArgumentType("SubAgentMiddleware(): argument 'state_schema': expected a TypedDict class "
                                           f"with annotated keys, got {type(state_schema).__name__}")
-            options = dataclasses.replace(options, state_schemas=(*options.state_schemas, state_schema))
+            definitions = definitions.model_copy(update={"state_schemas": (*definitions.state_schemas, state_schema)})
+        options = BuildOptions(definitions, definitions.skills(), EXCLUDED_STATE_KEYS)
         self.backend = backend  # deepagents' required argument, which deepagents keeps and never reads
         floor = parent_floor(type(self).__name__, model_middleware, specs, dynamic=definitions.dynamic_subagents)
-        self.registry = SubagentRegistry(specs, unknown_tools=definitions.unknown_tools, options=options,
-                                         inherited_middleware=floor)
+        self.registry = SubagentRegistry(specs, options=options, inherited_middleware=floor)
         self._sessions_dir = settings.observability.sessions_dir  # where a stopped task's transcript is found
         self.runner = TaskRunner(self.registry, settings, max_concurrent=limits.max_concurrent_tasks,
                                  excluded_keys=EXCLUDED_STATE_KEYS, private_keys=frozenset(private_state_keys or ()))

@@ -17,8 +17,8 @@ import re
 import sys
 import time
 import warnings
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import (
@@ -55,31 +55,28 @@ from subagents.boundary import (
     tool_name,
 )
 from subagents.definitions.condenser import condenser_middleware
-from subagents.definitions.models import ModelProfile, UnknownModelPolicy, check_profiles, lookup_model, resolve_model
-from subagents.definitions.permissions import (
-    PermissionMode,
-    approval_rules,
-    normalize_permission_mode,
-    policy_beside,
-)
+from subagents.definitions.models import lookup_model, resolve_model
+from subagents.definitions.permissions import approval_rules, policy_beside
 from subagents.definitions.skills import SkillCatalog, available_skills_block, skills_for
 from subagents.errors import McpServerError, OutputSchemaError, OutputSchemaViolation, SpecError, TaskTimeout
 from subagents.metering import WrapUp
 from subagents.plans import ModelCallPlan
 from subagents.roles import overrides, policy_of
+from subagents.settings import Definitions, UnknownToolPolicy
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec
-from subagents.truncation import RetryTruncated, RetryTruncatedSetting
+from subagents.truncation import RetryTruncated
 
 if TYPE_CHECKING:
     from subagents.definitions.mcp import McpToolset
 
 @dataclasses.dataclass(frozen=True)
 class BuildOptions:
-    """What the caller offers every child it builds, beyond each spec (all optional). The fields it shares with
-    :class:`~subagents.Definitions` mean what they say there (``permission_mode`` and ``interrupt_on`` are floors).
+    """What the caller offers every child it builds, beyond each spec (all optional).
 
     Attributes:
-        skills: the skills a spec's ``skills`` may name.
+        definitions: the :class:`~subagents.Definitions` settings children are built under (``permission_mode`` and
+            ``interrupt_on`` are floors).
+        skills: the skills a spec's ``skills`` may name (the delegating middleware pass ``definitions.skills()``).
         excluded_keys: keys the delegating middleware keeps to the parent; never in a child's state schema.
         own_model: applied to every model a child is built with (its own and its condenser's; background children's
             use their loop's clients).
@@ -87,64 +84,23 @@ class BuildOptions:
             model-call wraps).
     """
 
-    model_profiles: Mapping[str, ModelProfile] = dataclasses.field(default_factory=dict)
-    unknown_model: UnknownModelPolicy = "error"
-    risky_tools: frozenset[str] = frozenset()
-    permission_mode: PermissionMode | None = None
+    definitions: Definitions = Definitions()
     skills: SkillCatalog = dataclasses.field(default_factory=SkillCatalog)
-    mcp_servers: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
-    interrupt_on: Mapping[str, Any] | None = None
-    state_schemas: tuple[Any, ...] = ()
     excluded_keys: frozenset[str] = frozenset()
     own_model: Callable[[Any], Any] | None = None
-    retry_truncated: RetryTruncatedSetting = False
     join_model_calls: Callable[[list[Any]], list[Any]] | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.retry_truncated, bool) and self.retry_truncated not in ("brief", "more_tokens"):
-            raise SpecError(f"retry_truncated: expected true, false, 'brief' or 'more_tokens', "
-                            f"got {self.retry_truncated!r}")
-        try:
-            servers: dict[str, Any] = dict(self.mcp_servers)
-            if servers:  # with none, the MCP client code is not even loaded
-                from subagents.definitions.mcp import normalize_mcp_config
-
-                servers = normalize_mcp_config(servers) or {}
-        except (TypeError, ValueError) as exc:
-            raise SpecError(f"mcp_servers: {exc}") from None
-        undefined = [name for name, config in servers.items() if not config]
-        if undefined:
-            raise SpecError(f"mcp_servers: server '{undefined[0]}' has no config; expected 'command' or 'url'")
-        object.__setattr__(self, "mcp_servers", servers)
-        object.__setattr__(self, "model_profiles", check_profiles(self.model_profiles))
-        if self.unknown_model not in ("error", "inherit"):
-            raise SpecError(f"unknown_model: expected 'error' or 'inherit', got {self.unknown_model!r}")
-        risky: Any = self.risky_tools
-        if isinstance(risky, str) or not isinstance(risky, Iterable):
-            raise SpecError(f"risky_tools: expected a set of tool names, got {risky!r}")
-        object.__setattr__(self, "risky_tools", frozenset(risky))
-        try:
-            mode = normalize_permission_mode(self.permission_mode)
-        except ValueError as exc:
-            raise SpecError(f"permission_mode: {exc}") from None
-        object.__setattr__(self, "permission_mode", mode)
-        if self.interrupt_on is not None and not isinstance(self.interrupt_on, Mapping):
-            raise SpecError(f"interrupt_on: expected a mapping of tool name to rule, got {self.interrupt_on!r}")
-        object.__setattr__(self, "state_schemas", tuple(s for s in self.state_schemas if s is not None))
-        if not isinstance(self.skills, SkillCatalog):
-            object.__setattr__(self, "skills", SkillCatalog(self.skills))
 
 
 def check_spec(spec: AnySpec, options: BuildOptions) -> None:
     """Fail now, not at first delegation, if ``spec``'s model or skills cannot resolve (nothing is built)."""
     if isinstance(spec, CompiledSubagent):
         return
-    lookup_model(spec.model, agent=spec.name, profiles=options.model_profiles, unknown_model=options.unknown_model)
+    defs = options.definitions
+    lookup_model(spec.model, agent=spec.name, profiles=defs.model_profiles, unknown_model=defs.unknown_model)
     skills_for(spec.skills, options.skills, agent=spec.name)
     condenser_model = spec.condenser.get("model") if spec.condenser else None
     if condenser_model is not None:
-        lookup_model(condenser_model, agent=spec.name, profiles=options.model_profiles,
-                     unknown_model=options.unknown_model)
+        lookup_model(condenser_model, agent=spec.name, profiles=defs.model_profiles, unknown_model=defs.unknown_model)
 
 
 # -- A child inheriting the parent's model inherits how it is called (``ChildPolicy(inherited="model")``); every
@@ -424,9 +380,6 @@ class OutputRetryLimit(ModelCallPlan, AgentMiddleware):
 
 log = logging.getLogger(__name__)
 
-UnknownToolPolicy = Literal["error", "warn", "ignore"]
-
-
 def _report_unknown_tool(agent: str, name: str, available: list[str], policy: UnknownToolPolicy,
                          *, where: str = "the parent does not have") -> None:
     message = (f"subagent {agent!r}: field 'tools' names {name!r}, which {where} "
@@ -442,16 +395,16 @@ def _report_unknown_tool(agent: str, name: str, available: list[str], policy: Un
 
 
 def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any],
-                   unknown_tools: UnknownToolPolicy = "warn", options: BuildOptions | None = None,
-                   inherited_middleware: Sequence[AgentMiddleware] = ()) -> Any:
+                   options: BuildOptions | None = None, inherited_middleware: Sequence[AgentMiddleware] = ()) -> Any:
     """Compile one spec into a child graph (once per spec, on first use). ``inherited_middleware``, the
     parent's, is the floor: its approvals and ``PIIMiddleware`` always, its model-level ones if the model is too."""
     options = options or BuildOptions()
+    defs = options.definitions
     own = options.own_model or (lambda resolved: resolved)
 
     def resolved_for(name: Any) -> Any:
-        return resolve_model(name, parent_model, agent=spec.name, profiles=options.model_profiles,
-                             unknown_model=options.unknown_model)
+        return resolve_model(name, parent_model, agent=spec.name, profiles=defs.model_profiles,
+                             unknown_model=defs.unknown_model)
 
     # A model object is used as given; only a name (or "inherit") goes through the profiles.
     resolved = spec.model if isinstance(spec.model, BaseChatModel) else resolved_for(spec.model)
@@ -465,7 +418,7 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
         if spec.mcp_config:  # its servers (names resolved through the caller's), their tools listed once
             from subagents.definitions.mcp import LIST_TIMEOUT_S, McpToolset
 
-            servers = {name: config or options.mcp_servers.get(name, {}) for name, config in spec.mcp_config.items()}
+            servers = {name: config or defs.mcp_servers.get(name, {}) for name, config in spec.mcp_config.items()}
             started = time.monotonic()
             try:
                 mcp = McpToolset.connect(spec.name, servers, timeout=min(spec.timeout_s or LIST_TIMEOUT_S,
@@ -483,14 +436,14 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
         listed = mcp.tools if mcp is not None else []
         parents = {tool_name(t) for t in parent_tools}  # a parent's own tool may be named mcp__ too
         for name in [n for n in unmatched_mcp_names(listed, spec.tools) if n not in parents]:  # never a tool short
-            _report_unknown_tool(spec.name, name, sorted(t.name for t in listed), unknown_tools,
+            _report_unknown_tool(spec.name, name, sorted(t.name for t in listed), defs.unknown_tools,
                                  where="no MCP server in its mcp_config lists")
         return list(select_mcp_tools(listed, spec.tools, spec.disallowed_tools))
 
     tools = child_tools(spec.tools, spec.disallowed_tools, parent_tools,
                         # A name in ``tools`` the parent lacks is reported (an MCP tool's is its servers' business).
                         on_unknown=lambda name, available: None if name.startswith("mcp__") else
-                        _report_unknown_tool(spec.name, name, available, unknown_tools)) + own_tools()
+                        _report_unknown_tool(spec.name, name, available, defs.unknown_tools)) + own_tools()
 
     middleware = _child_middleware(spec, options, tools, model, lambda name: own(resolved_for(name)),
                                    inherited_middleware, inherits_model=inherits_model)
@@ -515,7 +468,7 @@ def build_subagent(spec: SubagentSpec, *, parent_model: Any, parent_tools: Seque
     graph = create_agent(model, tools, system_prompt=prompt or None,
                          middleware=options.join_model_calls(middleware) if options.join_model_calls else middleware,
                          response_format=spec.response_format, name=spec.name,
-                         state_schema=child_state_schema(tools, parent_schemas=options.state_schemas,
+                         state_schema=child_state_schema(tools, parent_schemas=defs.state_schemas,
                                                          excluded=options.excluded_keys))
     return graph if mcp is None else graph.with_config(callbacks=[mcp])
 
@@ -544,22 +497,23 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     for mw in filter(is_delegating_middleware, spec.middleware):
         log.warning("subagent %r: dropped delegating middleware %s", spec.name, mw.name)
     middleware = [mw for mw in spec.middleware if not is_delegating_middleware(mw)]
+    defs = options.definitions
 
     def missing(cls: type) -> bool:
         return not any(isinstance(mw, cls) for mw in middleware)
 
-    mode = spec.permission_mode if spec.permission_mode is not None else options.permission_mode  # own, else parent's
+    mode = spec.permission_mode if spec.permission_mode is not None else defs.permission_mode  # own, else parent's
     names = [tool_name(t) for t in tools]
     # The user's policy is a floor no spec lowers (a spec is often a file from a cloned folder): unlike deepagents,
     # a spec's interrupt_on (or approval middleware) may add gates or change how a gated tool is reviewed, never
     # un-gate one. One middleware asks: create_agent refuses two.
-    floor = approval_rules(options.permission_mode, names, risky_tools=options.risky_tools,
-                           interrupt_on=options.interrupt_on) if options.permission_mode or options.interrupt_on else {}
+    floor = approval_rules(defs.permission_mode, names, risky_tools=defs.risky_tools,
+                           interrupt_on=defs.interrupt_on) if defs.permission_mode or defs.interrupt_on else {}
     for mw in inherited:  # every approval the parent's HumanInTheLoopMiddleware asks for is a floor too
         if isinstance(mw, HumanInTheLoopMiddleware):
             floor.update({n: rule for n, rule in (mw.interrupt_on or {}).items() if rule and n in names})
-    interrupt_on = spec.interrupt_on if spec.interrupt_on is not None else options.interrupt_on
-    own = approval_rules(mode, names, risky_tools=options.risky_tools,
+    interrupt_on = spec.interrupt_on if spec.interrupt_on is not None else defs.interrupt_on
+    own = approval_rules(mode, names, risky_tools=defs.risky_tools,
                          interrupt_on=interrupt_on) if mode is not None or interrupt_on else {}
     theirs = [mw for mw in middleware if type(mw) is HumanInTheLoopMiddleware]  # a subclass is kept as it is
     for mw in theirs:
@@ -586,7 +540,7 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
         from subagents.definitions.hooks import HookMiddleware
 
         middleware.append(HookMiddleware(spec.hooks, agent_type=spec.name))
-    retry = spec.retry_truncated if spec.retry_truncated is not None else options.retry_truncated
+    retry = spec.retry_truncated if spec.retry_truncated is not None else defs.retry_truncated
     if retry is not False and missing(RetryTruncated):  # innermost: it sees the model's own reply
         middleware.append(RetryTruncated(retry))
     taken = {getattr(mw, "name", None) for mw in middleware}

@@ -12,7 +12,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from subagents.builder import BuildOptions, UnknownToolPolicy, build_subagent, check_spec
+from subagents.builder import BuildOptions, build_subagent, check_spec
 from subagents.errors import DynamicSubagentError, SpecError, UnknownSubagent, UnsupportedCall
 from subagents.spec import AnySpec, CompiledSubagent, SubagentSpec, coerce_specs, ready_runnable
 
@@ -51,7 +51,6 @@ DYNAMIC_SUBAGENTS_KEY = "dynamic_subagents"  # the parent state key of run-time 
 from subagents.boundary import FORBIDDEN_TOOL_NAMES  # noqa: E402
 from subagents.spec import DEFAULT_MAX_TURNS, NAME_PATTERN  # noqa: E402
 
-DEFAULT_MAX_DYNAMIC_SUBAGENTS = 8
 MAX_NAME_CHARS = 64
 
 
@@ -141,8 +140,8 @@ def takes_parent_tools(spec: AnySpec) -> bool:
 class SubagentRegistry:
     """Validated specs by name, and the compiled graphs built from them so far."""
 
-    def __init__(self, specs: Sequence[AnySpec | Mapping[str, Any]], *, unknown_tools: UnknownToolPolicy = "warn",
-                 options: BuildOptions | None = None, inherited_middleware: Sequence[AgentMiddleware] = ()) -> None:
+    def __init__(self, specs: Sequence[AnySpec | Mapping[str, Any]], *, options: BuildOptions | None = None,
+                 inherited_middleware: Sequence[AgentMiddleware] = ()) -> None:
         self._specs: dict[str, AnySpec] = {s.name: s for s in coerce_specs(specs)}
         self._graphs: dict[str, Any] = {}
         # A caller's runnable is stamped with its name now, as deepagents does (a config copy, never a build).
@@ -151,7 +150,6 @@ class SubagentRegistry:
         self.call_graphs = GraphCache()
         """Graphs of children made for one call (:meth:`call_graph`), least recently used first out."""
         self._lock = threading.Lock()
-        self.unknown_tools: UnknownToolPolicy = unknown_tools
         self.inherited_middleware: tuple[AgentMiddleware, ...] = tuple(inherited_middleware)
         """The parent's middleware, for children that inherit its model (the model-level ones apply)."""
         self.options = BuildOptions()
@@ -213,6 +211,5 @@ class SubagentRegistry:
 
     def build(self, spec: SubagentSpec, *, parent_model: Any, parent_tools: Sequence[Any]) -> Any:
         """Compile ``spec`` under the parent's floor (which a spec may tighten, never lower): the one place."""
-        return build_subagent(spec, parent_model=parent_model, parent_tools=parent_tools,
-                              unknown_tools=self.unknown_tools, options=self.options,
+        return build_subagent(spec, parent_model=parent_model, parent_tools=parent_tools, options=self.options,
                               inherited_middleware=self.inherited_middleware)

@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, Protocol, cast
+from typing import Annotated, Any, Literal, Protocol, cast
 
 from langgraph.store.base import BaseStore
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SkipValidation, ValidationError, field_validator
+from pydantic.functional_validators import BeforeValidator
 
-from subagents.builder import BuildOptions
 from subagents.definitions.files import DirLevels
-from subagents.definitions.models import ModelProfiles, UnknownModelPolicy
+from subagents.definitions.models import ModelProfiles, UnknownModelPolicy, check_profiles
 from subagents.definitions.permissions import PermissionMode, normalize_permission_mode
 from subagents.definitions.skills import SkillCatalog
 from subagents.errors import InvalidArgumentType, SpecError
@@ -25,6 +25,7 @@ from subagents.metering import Budget, PriceTable, WrapUpSetting
 from subagents.outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents.truncation import RetryTruncatedSetting
 
+UnknownToolPolicy = Literal["error", "warn", "ignore"]
 DEFAULT_MAX_DELEGATIONS = 50
 """Delegations (``task`` calls, background starts) allowed per run unless ``max_delegations`` says otherwise."""
 DEFAULT_MAX_ROOT_TURNS = 200  # far above a working run, far below the recursion limit
@@ -38,7 +39,7 @@ class RuntimeHandle(Protocol):
 
 
 class _Settings(BaseModel):
-    # Strict: "8" or True is no count. SkipValidation fields (objects the caller owns) are checked where used.
+    # Strict: "8" or True is no count. SkipValidation fields (objects the caller owns): checked here or where used.
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True, strict=True)
 
     def __init__(self, **fields: Any) -> None:
@@ -159,14 +160,15 @@ class Definitions(_Settings):
 
     agents_dirs: SkipValidation[DirLevels | None] = None  # checked by the loaders
     skills_dirs: SkipValidation[DirLevels | None] = None
-    model_profiles: SkipValidation[ModelProfiles | None] = None  # checked by BuildOptions
+    model_profiles: Annotated[SkipValidation[ModelProfiles], BeforeValidator(check_profiles)] = {}
     unknown_model: UnknownModelPolicy = "error"
     permission_mode: PermissionMode | None = None
     risky_tools: frozenset[str] = frozenset()
-    mcp_servers: SkipValidation[Mapping[str, Mapping[str, Any]] | None] = None
+    mcp_servers: SkipValidation[Mapping[str, Mapping[str, Any]]] = {}
     interrupt_on: SkipValidation[Mapping[str, Any] | None] = None
-    state_schemas: SkipValidation[tuple[Any, ...]] = ()
-    unknown_tools: Literal["error", "warn", "ignore"] = "warn"
+    state_schemas: Annotated[SkipValidation[tuple[Any, ...]],
+                             BeforeValidator(lambda found: tuple(s for s in found if s is not None))] = ()
+    unknown_tools: UnknownToolPolicy = "warn"
     general_purpose: bool = True
     retry_truncated: RetryTruncatedSetting = False
     dynamic_subagents: bool = False
@@ -186,6 +188,25 @@ class Definitions(_Settings):
             raise SpecError(f"expected a set of tool names, got {value!r}")
         return frozenset(value)
 
+    @field_validator("mcp_servers", mode="before")
+    @classmethod
+    def _servers(cls, value: Any) -> dict[str, dict[str, Any]]:
+        if not value:  # with none, the MCP client code is not even loaded
+            return {}
+        from subagents.definitions.mcp import normalize_mcp_config
+
+        servers = normalize_mcp_config(value) or {}
+        if undefined := [name for name, config in servers.items() if not config]:
+            raise SpecError(f"server '{undefined[0]}' has no config; expected 'command' or 'url'")
+        return servers
+
+    @field_validator("interrupt_on", mode="before")
+    @classmethod
+    def _rules(cls, value: Any) -> Mapping[str, Any] | None:
+        if value is not None and not isinstance(value, Mapping):
+            raise SpecError(f"expected a mapping of tool name to rule, got {value!r}")
+        return value
+
     def skills(self) -> SkillCatalog:
         """The skills found in ``skills_dirs`` (none when it is ``None``), read once."""
         from subagents.definitions.skills import load_skill_dirs
@@ -193,13 +214,6 @@ class Definitions(_Settings):
         if self._skills is None:  # read once: the root's prompt and each middleware's children share it
             self._skills = load_skill_dirs(self.skills_dirs) if self.skills_dirs is not None else SkillCatalog()
         return self._skills
-
-    def build_options(self, **more: Any) -> BuildOptions:
-        """The :class:`~subagents.BuildOptions` every child is built with (``more``: a middleware's own)."""
-        return BuildOptions(model_profiles=dict(self.model_profiles or {}), unknown_model=self.unknown_model,
-                            risky_tools=self.risky_tools, permission_mode=self.permission_mode, skills=self.skills(),
-                            mcp_servers=dict(self.mcp_servers or {}), interrupt_on=self.interrupt_on,
-                            state_schemas=tuple(self.state_schemas), retry_truncated=self.retry_truncated, **more)
 
 
 class RootGraph(_Settings):

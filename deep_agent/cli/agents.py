@@ -12,7 +12,7 @@ from typing import Any
 
 from deep_agent.cli.errors import UsageError
 from deep_agent.cli.terminal import preview, printable
-from subagents import DEFAULT_MAX_TURNS, BuildOptions, SpecError, SubagentSpec, check_spec
+from subagents import DEFAULT_MAX_TURNS, BuildOptions, Definitions, SpecError, SubagentSpec, check_spec
 from subagents.definitions import (
     Definition,
     Discovery,
@@ -148,8 +148,8 @@ def scan(args: argparse.Namespace) -> tuple[Discovery[SubagentSpec], dict[Path, 
     plan = plan_models(report.values, profiles, unknown_model=args.unknown_model)
     try:
         skills = discover_skills(args.skills_dirs, project_dir=args.project_dir)
-        options = BuildOptions(model_profiles=plan.profiles, unknown_model=args.unknown_model,
-                               skills=SkillCatalog(skills.values))
+        options = BuildOptions(Definitions(model_profiles=plan.profiles, unknown_model=args.unknown_model),
+                               SkillCatalog(skills.values))
     except SpecError as exc:
         raise UsageError(str(exc)) from None
     problems = {p.path: p.message for p in [*skills.problems, *report.problems]}
@@ -186,14 +186,14 @@ def agent_problems(definitions: Iterable[Definition[Any]], plan: ModelPlan, opti
 
 def _describe_agent(found: Definition[SubagentSpec], report: Discovery[SubagentSpec],
                     options: BuildOptions) -> dict[str, Any]:
-    spec = found.value
+    spec, definitions = found.value, options.definitions
     shadowed = [str(lost.path) for lost, winner in report.shadowed if winner is found]
     return {
         "name": spec.name,
         "source": str(found.path),
         "description": spec.description,
-        "model": describe_model(spec.model, agent=spec.name, profiles=options.model_profiles,
-                                unknown_model=options.unknown_model).replace(" -> inherit", " -> the run's model"),
+        "model": describe_model(spec.model, agent=spec.name, profiles=definitions.model_profiles,
+                                unknown_model=definitions.unknown_model).replace(" -> inherit", " -> the run's model"),
         "tools": "inherit (the parent's)" if spec.tools is None else [str(t) for t in spec.tools],
         "disallowed_tools": list(spec.disallowed_tools),
         "skills": list(spec.skills),

@@ -15,7 +15,7 @@ from deep_agent.cli.errors import UsageError
 from deep_agent.cli.folder_trust import HOW_TO_TRUST, TrustRecord, config_dir, describe, fingerprint, folder_commands
 from deep_agent.cli.terminal import TypedLines, printable
 from deep_agent.tools.host_code import files_run_by
-from subagents import Budget, BuildOptions, SpecError, discover_agents
+from subagents import Budget, BuildOptions, Definitions, SpecError, discover_agents
 
 ROOT_PROMPT = (
     "You are a planner with a team of subagents. Break the user's request into independent "
@@ -190,9 +190,10 @@ def bad_agent_files(found: Any, plan: Any, untrusted: set[str], args: argparse.N
         skills: Any = SkillCatalog(discover_skills(args.skills_dirs, project_dir=Path.cwd()).values)
     except SpecError:  # a broken skill folder is the build's error to report: only the models are checked here
         skills = None
-    options = BuildOptions(model_profiles=plan.profiles, unknown_model=args.unknown_model, skills=skills)
+    definitions = Definitions(model_profiles=plan.profiles, unknown_model=args.unknown_model)
     usable = [d for d in found.definitions.values() if d.value.name not in untrusted]
-    usable_problems = agent_problems(usable, plan, options if skills is not None else None, check_servers=False)[0]
+    options = BuildOptions(definitions, skills) if skills is not None else None
+    usable_problems = agent_problems(usable, plan, options, check_servers=False)[0]
     problems |= {path: message for path, message in usable_problems.items() if path not in problems}
     if not problems:
         return set(), []

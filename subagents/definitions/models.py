@@ -41,7 +41,7 @@ def check_profiles(profiles: ModelProfiles | None) -> dict[str, ModelProfile]:
     """Validate a caller's profile mapping once; errors name the profile."""
     checked: dict[str, ModelProfile] = {}
     for name, value in (profiles or {}).items():
-        where = f"model_profiles[{name!r}]"
+        where = f"profile {name!r}"
         if not isinstance(name, str) or not name or name == INHERIT:
             raise SpecError(f"{where}: expected a profile name other than 'inherit'")
         if isinstance(value, str):

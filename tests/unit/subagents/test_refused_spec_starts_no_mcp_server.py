@@ -9,8 +9,9 @@ import pytest
 from langchain_core.tools import tool
 
 from deep_agent.testing import ScriptedChatModel
-from subagents.builder import build_subagent
+from subagents.builder import BuildOptions, build_subagent
 from subagents.errors import SpecError
+from subagents.settings import Definitions
 from subagents.spec import SubagentSpec
 
 
@@ -29,5 +30,5 @@ def test_unknown_tool_error_names_the_field_and_starts_no_mcp_server(tmp_path: P
     )
     with pytest.raises(SpecError, match=r"field 'tools' names 'serch'"):
         build_subagent(spec, parent_model=ScriptedChatModel(replies=["x"]), parent_tools=[search],
-                       unknown_tools="error")
+                       options=BuildOptions(Definitions(unknown_tools="error")))
     assert not marker.exists()

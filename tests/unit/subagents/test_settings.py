@@ -85,6 +85,13 @@ def test_a_chat_model_in_a_mapping_survives_an_update_untouched():
     ({"unknown_tools": "shout"}, "unknown_tools: "),
     ({"sessions_dir": 42}, "sessions_dir: "),
     ({"background_subagents": "researcher"}, "background_subagents: expected a list of subagent specs"),
+    # What children are built with is checked here too, once (a copy of these fields checked them at build time).
+    ({"mcp_servers": 5}, "mcp_servers: expected a mapping of MCP server names to configs"),
+    ({"mcp_servers": {"s": {}}}, "mcp_servers: server 's' has no config"),
+    ({"model_profiles": {"fast": "nonsense"}}, "model_profiles: profile 'fast': expected 'inherit' or 'provider:model'"),
+    ({"interrupt_on": ["write_file"]}, "interrupt_on: expected a mapping of tool name to rule"),
+    ({"retry_truncated": "yes"}, "retry_truncated: "),
+    ({"unknown_model": "sometimes"}, "unknown_model: "),
 ])
 def test_a_bad_value_names_the_field(fields, name):
     with pytest.raises(SpecError, match=f"^{name}"):

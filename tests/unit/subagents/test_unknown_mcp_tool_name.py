@@ -8,8 +8,9 @@ import pytest
 from langchain_core.tools import tool
 
 from deep_agent.testing import ScriptedChatModel
-from subagents.builder import build_subagent
+from subagents.builder import BuildOptions, build_subagent
 from subagents.errors import SpecError
+from subagents.settings import Definitions
 from subagents.spec import SubagentSpec
 
 
@@ -28,7 +29,7 @@ def _spec() -> SubagentSpec:
 def test_unknown_mcp_tool_name_is_an_error_naming_the_field() -> None:
     with pytest.raises(SpecError, match=r"field 'tools' names 'mcp__github__create_issue'.*mcp_config"):
         build_subagent(_spec(), parent_model=ScriptedChatModel(replies=["x"]), parent_tools=[search],
-                       unknown_tools="error")
+                       options=BuildOptions(Definitions(unknown_tools="error")))
 
 
 def test_unknown_mcp_tool_name_warns_and_the_rest_is_kept() -> None:
@@ -43,7 +44,7 @@ def test_ignore_says_nothing() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         build_subagent(_spec(), parent_model=ScriptedChatModel(replies=["x"]), parent_tools=[search],
-                       unknown_tools="ignore")
+                       options=BuildOptions(Definitions(unknown_tools="ignore")))
     assert not [w for w in caught if "mcp__github" in str(w.message)]
 
 
@@ -54,4 +55,4 @@ def test_a_parent_tool_named_like_an_mcp_tool_is_no_unknown_name() -> None:
         return title
 
     build_subagent(_spec(), parent_model=ScriptedChatModel(replies=["x"]), parent_tools=[search, create_issue],
-                   unknown_tools="error")  # no SpecError: the parent has it
+                   options=BuildOptions(Definitions(unknown_tools="error")))  # no SpecError: the parent has it
