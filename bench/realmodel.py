@@ -244,7 +244,7 @@ def local_server() -> Iterator[str]:
 
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="realmodel-", suffix=".log", delete=False)  # noqa: SIM115
-    process = subprocess.Popen([sys.executable, "-m", "deep_agent.local_model", "--port", str(port),
+    process = subprocess.Popen([sys.executable, "-m", "deep_agent", "serve-model", "--port", str(port),
                                 "--max-tokens", str(MAX_TOKENS)], stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -160,7 +160,7 @@ class OpenAICompatibleChat(ChatOpenAI):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deep_agent.local_model", description="Serve the packaged "
+    parser = argparse.ArgumentParser(prog="deep-agent serve-model", description="Serve the packaged "
                                      "SmolLM2-135M-Instruct on an OpenAI-compatible endpoint.")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--host", default="127.0.0.1")
@@ -187,10 +187,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"local_model: {exc}", file=sys.stderr)
         return 1
     print(f"serving {MODEL_ALIAS} at {getattr(server, 'listening_address', '')}/v1", flush=True)
-    with contextlib.suppress(KeyboardInterrupt):
+    with contextlib.suppress(KeyboardInterrupt, SystemExit):  # SystemExit: deep-agent's SIGTERM
         threading.Event().wait()
     # The server's native threads do not stop on their own: exit at once.
     os._exit(0)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    """``deep-agent serve-model [OPTIONS]``."""
+    return main(args.options)
 
 
 if __name__ == "__main__":

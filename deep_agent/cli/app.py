@@ -36,6 +36,10 @@ def build_parser() -> CommandLineParser:
     _add_run(commands, common)
     _add_inspect(commands, common)
     _add_agents(commands, common)
+    # The packaged small model's server: its own options (`deep-agent serve-model --help`) live beside it.
+    serve = commands.add_parser("serve-model", add_help=False, help="serve the packaged small model on an "
+                                "OpenAI-compatible endpoint (the realmodel extra)")
+    serve.set_defaults(handler="deep_agent.local_model:serve_command")
     parser.commands = dict(commands.choices)
     return parser
 
@@ -44,7 +48,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """The arguments; an unknown one is reported with the usage of the command it was given to."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
-    if unknown:
+    if args.command == "serve-model":  # every word after it is the server's own (its parser reads them)
+        given = list(sys.argv[1:] if argv is None else argv)
+        args.options = given[given.index("serve-model") + 1:]
+    elif unknown:
         parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     return args
 

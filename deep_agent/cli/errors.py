@@ -30,7 +30,7 @@ class ApprovalNeeded(SubagentsError, RuntimeError):
 CONTEXT_OVERFLOW = ("exceeds the available context size", "maximum context length", "context_length_exceeded")
 
 CONTEXT_HINT = ("the prompt does not fit the model's context window: use a model with a larger one, "
-                "or restart `python -m deep_agent.local_model` with a larger --context")
+                "or restart `python -m deep_agent serve-model` with a larger --context")
 
 
 def with_hint(text: str | None) -> str | None:

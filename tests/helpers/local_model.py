@@ -5,7 +5,7 @@ installed with ``--no-deps``) come from the test command; nothing is
 installed here. Without them the tests are skipped, except under CI, where
 they fail.
 
-The server runs in its own process (``python -m deep_agent.local_model``)
+The server runs in its own process (``python -m deep_agent serve-model``)
 on a free loopback port, with one thread, a small context and a cap on
 every reply, and is stopped at the end of the session, on failure too.
 
@@ -122,7 +122,7 @@ def running_local_model(workdir: Path, *, parallel: int = 2, chat_template: str 
     log = workdir / f"llama-server-{port}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "deep_agent.local_model", "--port", str(port), "--threads", "1",
+            [sys.executable, "-m", "deep_agent", "serve-model", "--port", str(port), "--threads", "1",
              "--context", "2048", "--parallel", str(parallel), "--max-tokens", str(MAX_TOKENS),
              *(["--chat-template", chat_template] if chat_template is not None else [])],
             cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,

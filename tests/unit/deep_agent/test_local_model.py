@@ -2,7 +2,7 @@
 
 llama.cpp's server renders ``tools`` only through the model's template and
 parses calls only in the format that template shows; SmolLM2's renders no
-tools. ``python -m deep_agent.local_model --chat-template chatml-tools``
+tools. ``python -m deep_agent serve-model --chat-template chatml-tools``
 replaces it (as llama-server's ``--jinja --chat-template-file``).
 """
 
