@@ -444,9 +444,9 @@ class TaskMeter(BaseCallbackHandler):
         # The last stop raised in the child, until a call goes through: read by the runner, so a child middleware
         # turning errors into answers (ModelRetryMiddleware) cannot hide it.
         self.stopped_by: SubagentError | None = None
-        # Run id -> its running calls, as sent and priced: several where concurrent calls share one (a config reused).
+        # Run id -> its running calls, as sent and priced: several where concurrent calls share one (a config reused);
+        # a call charged as its task ended stays until it ends, marked paid (settled_usage).
         self._calls: dict[Any, list[_Call]] = {}
-        self._settled: dict[Any, tuple[_Call, int, float]] = {}  # run id -> a call charged as its task ended, and what
         self._lock = threading.RLock()  # reentrant: settled_usage ends calls under it
         self._tools: dict[Any, tuple[str, float]] = {}  # run id -> (tool name, started): tools running now
         self._last_tool: tuple[str, float, float] | None = None  # the latest to end: name, started, ended
@@ -588,14 +588,17 @@ class TaskMeter(BaseCallbackHandler):
 
     def settled_usage(self) -> dict[str, Any]:
         """The ended (or paused) task's :meth:`usage`, once the room it held is given back for good and each call still
-        running (abandoned at its timeout) is charged what it held, so the record shows what the budget was charged."""
-        with self._lock:  # a call ending meanwhile on its thread waits, then finds it settled (_end_call)
+        running (abandoned at its timeout) is charged what it held, so the record shows what the budget was charged;
+        ``unsettled_calls``: how many such calls a later report may charge the budget more for."""
+        with self._lock:  # a call ending meanwhile on its thread waits, then finds it paid (_end_call)
             held, self._room_held, self._room_for_call = self._room_held, None, (0, 0.0)
-            for run_id, call in [(run_id, call) for run_id, calls in self._calls.items() for call in calls]:
-                self._settled[run_id] = (call, *self._end_call(run_id, LLMResult(generations=[]), call))
+            for run_id, call in [(run_id, c) for run_id, calls in self._calls.items() for c in calls if not c.paid]:
+                paid = self._end_call(run_id, LLMResult(generations=[]), call)
+                self._calls.setdefault(run_id, []).append(call._replace(tokens=0, usd=0.0, own=(0, 0.0), paid=paid))
+            unsettled = sum(len(calls) for calls in self._calls.values())
         if held and self.budget is not None:
             self.budget.release(*held)
-        return self.usage()
+        return {**self.usage(), "unsettled_calls": unsettled} if unsettled else self.usage()
 
     def _room_taken_by_call(self) -> tuple[int, float]:
         """The room held ahead for the call being sent, now its own (see :meth:`last_call`)."""
@@ -792,7 +795,7 @@ class TaskMeter(BaseCallbackHandler):
             except BudgetExceeded:
                 self._give_back_own(own)
                 raise
-        _LAST_SENT.set(mark := next(_MARKS))
+        _SENT_HERE.set((*_SENT_HERE.get()[-7:], mark := next(_MARKS)))
         return _Call(name, priced, estimate, *held, time.monotonic(), own, _sent_as(prompt, kwargs), mark)
 
     def _hold_own(self, estimate: int, name: str | None,
@@ -814,13 +817,17 @@ class TaskMeter(BaseCallbackHandler):
         with self._lock:
             self._own_held = (max(0, self._own_held[0] - own[0]), max(0.0, self._own_held[1] - own[1]))
 
-    def _release(self, run_id: Any, call: _Call | None = None) -> _Call | None:
-        """The call ended (``call``, else the run id's last started here, else its first), its holds given back;
-        ``None``: not running here. Its own: of calls sharing a run id, the price and holds of the one that ended."""
-        mark = _LAST_SENT.get()
+    def _release(self, run_id: Any, call: _Call | None = None, replied: str | None = None) -> _Call | None:
+        """The call ended (``call``, else the run id's that this context sent, that a reply naming ``replied`` may
+        answer, sent last: in that order), its holds given back; ``None``: not running here. Of calls sharing a run
+        id, LangChain tells a handler nothing but the context its end is reported in and the reply."""
+        here = _SENT_HERE.get()
         with self._lock:
             running = self._calls.get(run_id, [])
-            if (call := call or next((c for c in running if c.mark == mark), next(iter(running), None))) not in running:
+            call = call or min(running, default=None, key=lambda c: (
+                c.mark not in here, replied not in (None, c.model) and not _refines(c.model or "", replied or ""),
+                -c.mark))
+            if call not in running:
                 return None
             running.remove(call)
             if not running:
@@ -836,13 +843,11 @@ class TaskMeter(BaseCallbackHandler):
 
     def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> tuple[int, float]:
         """Charge a call that ended; return what it was charged (tokens, USD)."""
-        call = self._release(run_id, call)
-        paid = self._settled.pop(run_id, None) if call is None else None
-        call = paid[0] if paid else call
         try:
             reported_in, reported_out, replied = _usage_of(response)
         except Exception:  # noqa: BLE001 - a report that cannot be read is none: the call is charged what it held
             reported_in, reported_out, replied = 0, 0, None
+        call = self._release(run_id, call, replied)
         reported_in, reported_out = token_count(reported_in), token_count(reported_out)
         budget = self.budget
         if call is None:  # a call whose start this meter did not see: its report is all there is
@@ -861,9 +866,9 @@ class TaskMeter(BaseCallbackHandler):
         # Decided when it was sent; the reply's name only refines it to another priced name of the same model.
         priced = reply_price(self.prices or (budget.prices if budget else None), call.model, call.price, replied)
         cost = cost_at(priced, charged_in, charged_out)
-        if paid:  # charged what it held as its task ended (its record made): the budget takes what it reports beyond
+        if call.paid:  # charged what it held as its task ended (its record made): the budget takes what it shows beyond
             if budget is not None:
-                budget.spend(max(0, charged_in + charged_out - paid[1]), max(0.0, cost - paid[2]))
+                budget.spend(max(0, charged_in + charged_out - call.paid[0]), max(0.0, cost - call.paid[1]))
             return 0, 0.0
         with self._lock:
             self.input_tokens += reported_in
@@ -1100,12 +1105,13 @@ class _Call(NamedTuple):
     started: float = 0.0
     own: tuple[int, float] = (0, 0.0)  # what the task's own limits hold for it
     sent: tuple[Any, Any] = (None, None)  # see _sent_as
-    mark: int = 0  # see _LAST_SENT
+    mark: int = 0  # see _SENT_HERE
+    paid: tuple[int, float] | None = None  # charged as its task ended (settled_usage): what, until it ends
 
 
-# The mark of the last call started in this context. A call's end is reported in its start's context (or a copy of
-# it, LangChain's shielded async end): of calls sharing a run id (a config reused at once), its own entry.
-_LAST_SENT: contextvars.ContextVar[int] = contextvars.ContextVar("subagents_last_sent", default=0)
+# The marks of the last calls started in this context. A call's end is reported in its start's context (or a copy of
+# it, LangChain's shielded async end; streams read in turns share one): of calls sharing a run id, its own (_release).
+_SENT_HERE: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar("subagents_sent_here", default=())
 _MARKS = itertools.count(1)
 
 
