@@ -51,6 +51,7 @@ PriceTable = Mapping[str, tuple[float, float]]
 
 MAX_REPORTED_TOKENS = 10**15  # the most one reported count is taken for: past any limit, exact as a float
 PROMPT_EXTRAS = ("tools", "functions", "response_format")  # sent beside the messages, billed as input
+ESTIMATE_KEY = "estimated_input_tokens"  # in a reply's response_metadata: its prompt as estimated when sent
 
 
 def token_count(value: Any) -> int:
@@ -208,12 +209,6 @@ def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
                 text = str(extras)
             tokens += len(text) // 4
     return tokens
-
-
-def sent_estimate(messages: Any, tools: Any = ()) -> int:
-    """A call's prompt as :meth:`TaskMeter._sent` estimates it: ``messages``, and ``tools`` as their schemas."""
-    schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in tools]
-    return prompt_estimate(messages, {"tools": schemas})
 
 
 MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 16.0  # tokenizers differ this much; a hostile report moves no further
@@ -861,6 +856,9 @@ class TaskMeter(BaseCallbackHandler):
             held = 0 if reported_in else call.tokens
             charged_in = max(held, math.ceil(call.estimate * (learned or 1.0)))
         replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations for g in gs]
+        for reply in replies[:1]:  # the estimate it was sent with rides on its reply, for a checkpoint's read-back
+            if isinstance(meta := getattr(reply, "response_metadata", None), dict):
+                meta[ESTIMATE_KEY] = call.estimate
         reply_estimate = estimate_tokens(replies)
         charged_out = reported_out if reported_out >= reply_estimate * MIN_TOKEN_SCALE else reply_estimate
         # Decided when it was sent; the reply's name only refines it to another priced name of the same model.
@@ -1271,7 +1269,8 @@ class WrapUp(ModelCallPlan, AgentMiddleware):
         if meter.max_tokens is not None or meter.max_usd is not None or meter.budget is not None:
             extras = meter.extras_estimate
             if extras is None:  # the first call: its tool schemas, as TaskMeter._sent counts them
-                extras = sent_estimate((), request.tools) - estimate_tokens(())
+                schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
+                extras = prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
             estimate = estimate_tokens([request.system_message, *request.messages]) + extras
         name = getattr(request.model, "model_name", None) or getattr(request.model, "model", None)
         stop = meter.last_call(estimate, name if isinstance(name, str) and name else None)
