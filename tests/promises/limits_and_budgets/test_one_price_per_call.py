@@ -505,24 +505,27 @@ def test_calls_sharing_a_run_id_are_each_charged_their_own_price_whatever_order_
 
 
 class _Talker(ScriptedChatModel):
-    """Streams its model's name and its usage first, then ``words`` words; waits for ``gate`` first, if any."""
+    """Streams its model's name and its usage first, then ten chunks of ``words`` words; waits for ``gate`` first."""
 
     words: int = 1
     gate: Any = None
+    sent: bool = False  # its call started: the meter saw it sent
 
     def _chunks(self, messages: Any) -> list[ChatGenerationChunk]:
-        n_in, text = sum(len(m.text) for m in messages) // 4 + 1, "word " * self.words
+        n_in, text = sum(len(m.text) for m in messages) // 4 + 1, "word " * self.words * 10
         usage = {"input_tokens": n_in, "output_tokens": len(text) // 4 + 1, "total_tokens": n_in + len(text) // 4 + 1}
-        return [ChatGenerationChunk(message=AIMessageChunk(content="", usage_metadata=usage,  # type: ignore[arg-type]
+        return [ChatGenerationChunk(message=AIMessageChunk(content="", usage_metadata=usage,
                                                            response_metadata={"model_name": self.model_name})),
-                *(ChatGenerationChunk(message=AIMessageChunk(content="word ")) for _ in range(self.words))]
+                *(ChatGenerationChunk(message=AIMessageChunk(content="word " * self.words)) for _ in range(10))]
 
     def _stream(self, messages, stop=None, run_manager=None, **kwargs):
+        self.sent = True
         if self.gate is not None:
             self.gate.wait(60)  # a hang guard only: the test opens the gate
         yield from self._chunks(messages)
 
     async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
+        self.sent = True
         while self.gate is not None and not self.gate.is_set():
             await asyncio.sleep(0.01)
         for chunk in self._chunks(messages):
@@ -550,7 +553,7 @@ def test_streams_read_in_turns_under_one_run_id_are_each_charged_their_own_price
     # the last sent, so the dear model's long answer was charged at the cheap price.
     budget = Budget(max_usd=1_000.0, prices=TALK_PRICES)
     meter = meter_type(budget=budget)
-    dear, cheap = _Talker(model_name="dear", words=8_000), _Talker(model_name="cheap")
+    dear, cheap = _Talker(model_name="dear", words=800), _Talker(model_name="cheap")
     config = {"callbacks": [meter], "run_id": uuid.uuid4()}
     if mode == "invoke":
         streams = [dear.stream("x" * 400, config=config), cheap.stream("x" * 400, config=config)]
@@ -579,14 +582,13 @@ def test_calls_under_one_run_id_abandoned_together_are_each_charged_their_own_pr
     gate = threading.Event()
     budget = Budget(max_usd=1_000.0, prices=TALK_PRICES)
     meter = TaskMeter(budget=budget)
-    dear = _Talker(model_name="dear", words=8_000, gate=gate)
-    cheap = _Talker(model_name="cheap", words=3_000, gate=gate)  # a reply past the 16x its prompt held
+    dear = _Talker(model_name="dear", words=800, gate=gate)
+    cheap = _Talker(model_name="cheap", words=300, gate=gate)  # a reply past the 16x its prompt held
     config = {"callbacks": [meter], "run_id": uuid.uuid4()}
-
     settled: dict[str, Any] = {}
 
     def abandon() -> None:  # both running as their task ends; their replies come after
-        wait_for(lambda: meter.model_calls == 2)
+        wait_for(lambda: dear.sent and cheap.sent)
         settled.update(meter.settled_usage())
         gate.set()
 
