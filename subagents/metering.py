@@ -51,6 +51,7 @@ PriceTable = Mapping[str, tuple[float, float]]
 
 MAX_REPORTED_TOKENS = 10**15  # the most one reported count is taken for: past any limit, exact as a float
 PROMPT_EXTRAS = ("tools", "functions", "response_format")  # sent beside the messages, billed as input
+ESTIMATE_KEY = "estimated_input_tokens"  # in a reply's response_metadata: its prompt as estimated when sent
 
 
 def token_count(value: Any) -> int:
@@ -208,12 +209,6 @@ def prompt_estimate(messages: Any, invocation_params: Any = None) -> int:
                 text = str(extras)
             tokens += len(text) // 4
     return tokens
-
-
-def sent_estimate(messages: Any, tools: Any = ()) -> int:
-    """A call's prompt as :meth:`TaskMeter._sent` estimates it: ``messages``, and ``tools`` as their schemas."""
-    schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in tools]
-    return prompt_estimate(messages, {"tools": schemas})
 
 
 MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 16.0  # tokenizers differ this much; a hostile report moves no further
@@ -444,9 +439,9 @@ class TaskMeter(BaseCallbackHandler):
         # The last stop raised in the child, until a call goes through: read by the runner, so a child middleware
         # turning errors into answers (ModelRetryMiddleware) cannot hide it.
         self.stopped_by: SubagentError | None = None
-        # Run id -> its running calls, as sent and priced: several where concurrent calls share one (a config reused).
+        # Run id -> its running calls, as sent and priced: several where concurrent calls share one (a config reused);
+        # a call charged as its task ended stays until it ends, marked paid (settled_usage).
         self._calls: dict[Any, list[_Call]] = {}
-        self._settled: dict[Any, tuple[_Call, int, float]] = {}  # run id -> a call charged as its task ended, and what
         self._lock = threading.RLock()  # reentrant: settled_usage ends calls under it
         self._tools: dict[Any, tuple[str, float]] = {}  # run id -> (tool name, started): tools running now
         self._last_tool: tuple[str, float, float] | None = None  # the latest to end: name, started, ended
@@ -588,14 +583,17 @@ class TaskMeter(BaseCallbackHandler):
 
     def settled_usage(self) -> dict[str, Any]:
         """The ended (or paused) task's :meth:`usage`, once the room it held is given back for good and each call still
-        running (abandoned at its timeout) is charged what it held, so the record shows what the budget was charged."""
-        with self._lock:  # a call ending meanwhile on its thread waits, then finds it settled (_end_call)
+        running (abandoned at its timeout) is charged what it held, so the record shows what the budget was charged;
+        ``unsettled_calls``: how many such calls a later report may charge the budget more for."""
+        with self._lock:  # a call ending meanwhile on its thread waits, then finds it paid (_end_call)
             held, self._room_held, self._room_for_call = self._room_held, None, (0, 0.0)
-            for run_id, call in [(run_id, call) for run_id, calls in self._calls.items() for call in calls]:
-                self._settled[run_id] = (call, *self._end_call(run_id, LLMResult(generations=[]), call))
+            for run_id, call in [(run_id, c) for run_id, calls in self._calls.items() for c in calls if not c.paid]:
+                paid = self._end_call(run_id, LLMResult(generations=[]), call)
+                self._calls.setdefault(run_id, []).append(call._replace(tokens=0, usd=0.0, own=(0, 0.0), paid=paid))
+            unsettled = sum(len(calls) for calls in self._calls.values())
         if held and self.budget is not None:
             self.budget.release(*held)
-        return self.usage()
+        return {**self.usage(), "unsettled_calls": unsettled} if unsettled else self.usage()
 
     def _room_taken_by_call(self) -> tuple[int, float]:
         """The room held ahead for the call being sent, now its own (see :meth:`last_call`)."""
@@ -792,7 +790,7 @@ class TaskMeter(BaseCallbackHandler):
             except BudgetExceeded:
                 self._give_back_own(own)
                 raise
-        _LAST_SENT.set(mark := next(_MARKS))
+        _SENT_HERE.set((*_SENT_HERE.get()[-7:], mark := next(_MARKS)))
         return _Call(name, priced, estimate, *held, time.monotonic(), own, _sent_as(prompt, kwargs), mark)
 
     def _hold_own(self, estimate: int, name: str | None,
@@ -814,13 +812,17 @@ class TaskMeter(BaseCallbackHandler):
         with self._lock:
             self._own_held = (max(0, self._own_held[0] - own[0]), max(0.0, self._own_held[1] - own[1]))
 
-    def _release(self, run_id: Any, call: _Call | None = None) -> _Call | None:
-        """The call ended (``call``, else the run id's last started here, else its first), its holds given back;
-        ``None``: not running here. Its own: of calls sharing a run id, the price and holds of the one that ended."""
-        mark = _LAST_SENT.get()
+    def _release(self, run_id: Any, call: _Call | None = None, replied: str | None = None) -> _Call | None:
+        """The call ended (``call``, else the run id's that this context sent, that a reply naming ``replied`` may
+        answer, sent last: in that order), its holds given back; ``None``: not running here. Of calls sharing a run
+        id, LangChain tells a handler nothing but the context its end is reported in and the reply."""
+        here = _SENT_HERE.get()
         with self._lock:
             running = self._calls.get(run_id, [])
-            if (call := call or next((c for c in running if c.mark == mark), next(iter(running), None))) not in running:
+            call = call or min(running, default=None, key=lambda c: (
+                c.mark not in here, replied not in (None, c.model) and not _refines(c.model or "", replied or ""),
+                -c.mark))
+            if call not in running:
                 return None
             running.remove(call)
             if not running:
@@ -836,13 +838,11 @@ class TaskMeter(BaseCallbackHandler):
 
     def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> tuple[int, float]:
         """Charge a call that ended; return what it was charged (tokens, USD)."""
-        call = self._release(run_id, call)
-        paid = self._settled.pop(run_id, None) if call is None else None
-        call = paid[0] if paid else call
         try:
             reported_in, reported_out, replied = _usage_of(response)
         except Exception:  # noqa: BLE001 - a report that cannot be read is none: the call is charged what it held
             reported_in, reported_out, replied = 0, 0, None
+        call = self._release(run_id, call, replied)
         reported_in, reported_out = token_count(reported_in), token_count(reported_out)
         budget = self.budget
         if call is None:  # a call whose start this meter did not see: its report is all there is
@@ -856,14 +856,17 @@ class TaskMeter(BaseCallbackHandler):
             held = 0 if reported_in else call.tokens
             charged_in = max(held, math.ceil(call.estimate * (learned or 1.0)))
         replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations for g in gs]
+        for reply in replies[:1]:  # the estimate it was sent with rides on its reply, for a checkpoint's read-back
+            if isinstance(meta := getattr(reply, "response_metadata", None), dict):
+                meta[ESTIMATE_KEY] = call.estimate
         reply_estimate = estimate_tokens(replies)
         charged_out = reported_out if reported_out >= reply_estimate * MIN_TOKEN_SCALE else reply_estimate
         # Decided when it was sent; the reply's name only refines it to another priced name of the same model.
         priced = reply_price(self.prices or (budget.prices if budget else None), call.model, call.price, replied)
         cost = cost_at(priced, charged_in, charged_out)
-        if paid:  # charged what it held as its task ended (its record made): the budget takes what it reports beyond
+        if call.paid:  # charged what it held as its task ended (its record made): the budget takes what it shows beyond
             if budget is not None:
-                budget.spend(max(0, charged_in + charged_out - paid[1]), max(0.0, cost - paid[2]))
+                budget.spend(max(0, charged_in + charged_out - call.paid[0]), max(0.0, cost - call.paid[1]))
             return 0, 0.0
         with self._lock:
             self.input_tokens += reported_in
@@ -1100,12 +1103,13 @@ class _Call(NamedTuple):
     started: float = 0.0
     own: tuple[int, float] = (0, 0.0)  # what the task's own limits hold for it
     sent: tuple[Any, Any] = (None, None)  # see _sent_as
-    mark: int = 0  # see _LAST_SENT
+    mark: int = 0  # see _SENT_HERE
+    paid: tuple[int, float] | None = None  # charged as its task ended (settled_usage): what, until it ends
 
 
-# The mark of the last call started in this context. A call's end is reported in its start's context (or a copy of
-# it, LangChain's shielded async end): of calls sharing a run id (a config reused at once), its own entry.
-_LAST_SENT: contextvars.ContextVar[int] = contextvars.ContextVar("subagents_last_sent", default=0)
+# The marks of the last calls started in this context. A call's end is reported in its start's context (or a copy of
+# it, LangChain's shielded async end; streams read in turns share one): of calls sharing a run id, its own (_release).
+_SENT_HERE: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar("subagents_sent_here", default=())
 _MARKS = itertools.count(1)
 
 
@@ -1265,7 +1269,8 @@ class WrapUp(ModelCallPlan, AgentMiddleware):
         if meter.max_tokens is not None or meter.max_usd is not None or meter.budget is not None:
             extras = meter.extras_estimate
             if extras is None:  # the first call: its tool schemas, as TaskMeter._sent counts them
-                extras = sent_estimate((), request.tools) - estimate_tokens(())
+                schemas = [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in request.tools]
+                extras = prompt_estimate((), {"tools": schemas}) - estimate_tokens(())
             estimate = estimate_tokens([request.system_message, *request.messages]) + extras
         name = getattr(request.model, "model_name", None) or getattr(request.model, "model", None)
         stop = meter.last_call(estimate, name if isinstance(name, str) and name else None)

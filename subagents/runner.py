@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mappin
 from typing import TYPE_CHECKING, Any, cast, get_args
 
 from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
-from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.messages import AIMessage
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.errors import GraphBubbleUp, GraphInterrupt, GraphRecursionError, ParentCommand
 from langgraph.types import Interrupt
@@ -42,7 +42,6 @@ from subagents.boundary import (
     WorkHolder,
     call_returned,
     changed_keys,
-    child_tools,
     is_forbidden_tool,
     langchain_private_state_keys,
     running_in,
@@ -68,6 +67,7 @@ from subagents.errors import (
 )
 from subagents.metering import (
     COUNTS,
+    ESTIMATE_KEY,
     MIN_TOKEN_SCALE,
     Budget,
     PriceTable,
@@ -82,7 +82,6 @@ from subagents.metering import (
     meter_for,
     metered_apart,
     run_prices,
-    sent_estimate,
     token_count,
     unknown_model_price,
 )
@@ -506,9 +505,9 @@ class Delegation:
 
     def checkpointed_usage(self, given: int) -> dict[str, Any]:
         """What the earlier segments of a task paused for approval spent, as its child's checkpoint holds it: its
-        model calls (the messages after the ``given`` ones), each charged as the meter would, at least its estimate
-        where its report is far below it: with the system prompt and tool schemas its spec gives (the checkpoint
-        holds neither)."""
+        model calls (the messages after the ``given`` ones), each charged as the meter would, at least the estimate
+        it was sent with (its reply's :data:`ESTIMATE_KEY`; without one, the conversation's) where its report is
+        far below it."""
         saver = (self.call.parent_config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER)
         key = None if self.thread_id is None else str(self.thread_id)
         saved = None if saver is None else saver.get_tuple({CONF: {"thread_id": key, "checkpoint_ns": self.namespace}})
@@ -517,16 +516,13 @@ class Delegation:
         spent: dict[str, Any] = {**dict.fromkeys(COUNTS, 0), "cost_usd": 0.0, "priced_as": []}
         prices = self.meter.prices if self.meter is not None else None
         messages = child_messages(saver, saved)
-        spec = self.spec  # its tool names the parent lacks were reported as its graph was built
-        tools = child_tools(spec.tools, spec.disallowed_tools, self.call.parent_tools, on_unknown=lambda *_: None) \
-            if isinstance(spec, SubagentSpec) else []
-        prompt = sent_estimate([SystemMessage(getattr(spec, "system_prompt", "")), *messages[:given]], tools)
+        prompt = estimate_tokens(messages[:given])
         for message in messages[given:]:
             if isinstance(message, AIMessage):
                 usage: Mapping[str, Any] = message.usage_metadata or {}
                 reported_in, reported_out = (token_count(usage.get(k)) for k in ("input_tokens", "output_tokens"))
-                reply = estimate_tokens([message])
-                charged_in = reported_in if reported_in >= prompt * MIN_TOKEN_SCALE else prompt
+                reply, sent = estimate_tokens([message]), token_count(message.response_metadata.get(ESTIMATE_KEY))
+                charged_in = reported_in if reported_in >= (sent or prompt) * MIN_TOKEN_SCALE else sent or prompt
                 charged_out = reported_out if reported_out >= reply * MIN_TOKEN_SCALE else reply
                 price = unknown_model_price(prices)  # the model it was sent to is not in the checkpoint
                 for name, value in zip(COUNTS, (1, reported_in, reported_out, charged_in, charged_out), strict=True):

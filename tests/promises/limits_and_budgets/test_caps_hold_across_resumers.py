@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from helpers.billing import BillingModel
 from helpers.graphs import call, checkpointer, records, user
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage
 from langchain_core.tools import StructuredTool, tool
 from langgraph.types import Command
@@ -95,13 +96,25 @@ def test_a_call_read_back_from_the_checkpoint_is_not_priced_by_its_replys_name(m
 MANUAL = StructuredTool.from_function(lambda: "", name="manual", description="rule " * 8_000)  # ~10,000 tokens
 
 
-@pytest.mark.parametrize("prefix", [{"system_prompt": "rule " * 8_000}, {"tools": ["lookup", MANUAL]}],
-                         ids=["system prompt", "tool schemas"])
+class _HouseRules(AgentMiddleware):
+    """Adds ~10,000 tokens of rules to every prompt, as a skills block or a policy middleware does."""
+
+    def wrap_model_call(self, request, handler):
+        return handler(request.override(system_prompt=f"{request.system_prompt or ''}\n{'rule ' * 8_000}"))
+
+    async def awrap_model_call(self, request, handler):
+        return await handler(request.override(system_prompt=f"{request.system_prompt or ''}\n{'rule ' * 8_000}"))
+
+
+@pytest.mark.parametrize("prefix", [{"system_prompt": "rule " * 8_000}, {"tools": ["lookup", MANUAL]},
+                                    {"middleware": [_HouseRules()]}],
+                         ids=["system prompt", "tool schemas", "a middleware's prompt"])
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_call_read_back_from_the_checkpoint_is_charged_its_system_prompt_and_tool_schemas(mode, prefix, tmp_path):
     # The checkpoint holds neither: each call read back was charged its messages alone, so a child whose calls
-    # are mostly a ~10,000-token system prompt or tool schemas counted 24 tokens for three calls. Its reports are
-    # far below its prompts: each call is charged as the meter estimates it.
+    # are mostly a ~10,000-token system prompt or tool schemas counted 24 tokens for three calls; then what a
+    # middleware adds (a skills block) was left out still. Its reports are far below its prompts: each call is
+    # charged the estimate it was sent with.
     child = BillingModel(default={"tool_calls": [tool_call("lookup", q="t")]}, density=0.001)
     record = _resumed(mode, tmp_path, {"model": child, "max_turns": 3, **prefix})
     assert record["model_calls"] == len(child.calls) == 3

@@ -9,10 +9,12 @@ import uuid
 from typing import Any
 
 import pytest
+from helpers.background import wait_for
 from helpers.billing import BillingModel
 from helpers.graphs import records, user
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
@@ -199,3 +201,30 @@ def test_a_call_running_when_its_task_times_out_is_in_the_tasks_record_as_the_bu
     charged = record["charged_input_tokens"] + record["charged_output_tokens"]
     assert round(at_return * 1e6) == round(budget.usd * 1e6) == round(record["cost_usd"] * 1e6) == charged
     assert budget.reserved == 0
+
+
+
+def test_a_call_reporting_more_after_its_task_timed_out_is_named_in_the_record(run):
+    # A child's tool asking a model outlives the task's timeout_s (its thread cannot be stopped, on invoke or
+    # ainvoke): the call ends after the record was made, and its report beyond what it held went to the budget
+    # alone, while nothing in the record said any could come.
+    gate = threading.Event()
+    slow = _Gated(default="late answer " * 5_000, model_name="child", gate=gate)  # ~15,000 tokens, 16x its prompt
+
+    @tool
+    def ask(q: str) -> str:
+        """Ask the slow model."""
+        return slow.invoke(q).text
+
+    child = ScriptedChatModel(model_name="child", responses=[{"tool_calls": [tool_call("ask", q="x")]}], default="ok")
+    parent = ScriptedChatModel(model_name="parent", responses=[
+        {"tool_calls": [tool_call("task", description="job", subagent_type="w")]}, "done"])
+    budget = Budget(max_tokens=10**7, prices={"parent": (0.0, 0.0), "child": (1.0, 1.0)})
+    spec = {"name": "w", "description": "w", "model": child, "tools": [ask], "timeout_s": 1.0}
+    try:
+        out = run(create_deep_agent(parent, [], subagents=[spec], budget=budget), user("go"))
+    finally:
+        gate.set()
+    (record,) = records(out)
+    wait_for(lambda: budget.reserved == 0 and budget.usd > record["cost_usd"] + 1e-9)  # the late report came
+    assert record["stop_reason"] == "timeout" and record["unsettled_calls"] == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 import uuid
 from typing import Any
 
@@ -20,15 +21,15 @@ from helpers.billing import BillingModel
 from helpers.graphs import records, user
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelFallbackMiddleware, SummarizationMiddleware
-from langchain_core.messages import AIMessage
-from langchain_core.outputs import ChatGeneration, LLMResult
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, LLMResult
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
 from deep_agent.testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import Budget
-from subagents.metering import RunMeter, TaskMeter, call_price, cost_of, reply_price
+from subagents.metering import RunMeter, TaskMeter, call_price, cost_at, cost_of, reply_price
 from subagents.outcome import stopped_by_limit
 from subagents.settings import DelegationSettings
 
@@ -501,3 +502,111 @@ def test_calls_sharing_a_run_id_are_each_charged_their_own_price_whatever_order_
     assert (budget.reserved, meter.model_calls) == (0, 2) and budget.reserved_usd == pytest.approx(0.0, abs=1e-9)
     expected = sum(cost_of(prices, model.model_name, *model.billed[0]) for model in (dear, cheap))
     assert budget.usd == pytest.approx(expected), (budget.usd, expected)
+
+
+class _Talker(ScriptedChatModel):
+    """Streams its model's name and its usage first, then ten chunks of ``words`` words; waits for ``gate`` first."""
+
+    words: int = 1
+    gate: Any = None
+    sent: bool = False  # its call started: the meter saw it sent
+
+    def _chunks(self, messages: Any) -> list[ChatGenerationChunk]:
+        n_in, text = sum(len(m.text) for m in messages) // 4 + 1, "word " * self.words * 10
+        usage = {"input_tokens": n_in, "output_tokens": len(text) // 4 + 1, "total_tokens": n_in + len(text) // 4 + 1}
+        return [ChatGenerationChunk(message=AIMessageChunk(content="", usage_metadata=usage,
+                                                           response_metadata={"model_name": self.model_name})),
+                *(ChatGenerationChunk(message=AIMessageChunk(content="word " * self.words)) for _ in range(10))]
+
+    def _stream(self, messages, stop=None, run_manager=None, **kwargs):
+        self.sent = True
+        if self.gate is not None:
+            self.gate.wait(60)  # a hang guard only: the test opens the gate
+        yield from self._chunks(messages)
+
+    async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
+        self.sent = True
+        while self.gate is not None and not self.gate.is_set():
+            await asyncio.sleep(0.01)
+        for chunk in self._chunks(messages):
+            yield chunk
+
+
+TALK_PRICES = {"dear": (100.0, 100.0), "cheap": (0.01, 0.01)}
+
+
+def _each_at_its_price(budget: Budget, *models: _Talker) -> None:
+    expected = sum(cost_at(call_price(TALK_PRICES, m.model_name), *_reported(m)) for m in models)
+    assert budget.reserved == 0 and budget.usd == pytest.approx(expected), (budget.usd, expected)
+
+
+def _reported(model: _Talker) -> tuple[int, int]:
+    usage = model._chunks([HumanMessage("x" * 400)])[0].message.usage_metadata or {}
+    return usage["input_tokens"], usage["output_tokens"]
+
+
+@pytest.mark.parametrize("dear_ends", ["first", "last"])
+@pytest.mark.parametrize("meter_type", [TaskMeter, RunMeter])
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_streams_read_in_turns_under_one_run_id_are_each_charged_their_own_price(mode, meter_type, dear_ends):
+    # Two streams of one thread (or one asyncio task) share its context: the end of the first sent took the entry of
+    # the last sent, so the dear model's long answer was charged at the cheap price.
+    budget = Budget(max_usd=1_000.0, prices=TALK_PRICES)
+    meter = meter_type(budget=budget)
+    dear, cheap = _Talker(model_name="dear", words=800), _Talker(model_name="cheap")
+    config = {"callbacks": [meter], "run_id": uuid.uuid4()}
+    if mode == "invoke":
+        streams = [dear.stream("x" * 400, config=config), cheap.stream("x" * 400, config=config)]
+        for stream in streams:
+            next(stream)
+        for stream in streams if dear_ends == "first" else streams[::-1]:
+            list(stream)
+    else:
+        async def main() -> None:
+            streams = [dear.astream("x" * 400, config=config), cheap.astream("x" * 400, config=config)]
+            for stream in streams:
+                await anext(stream)
+            for stream in streams if dear_ends == "first" else streams[::-1]:
+                async for _ in stream:
+                    pass
+
+        asyncio.run(main())
+    assert meter.model_calls == 2
+    _each_at_its_price(budget, dear, cheap)
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_calls_under_one_run_id_abandoned_together_are_each_charged_their_own_price(mode):
+    # Charged what each held as their task ended, they were kept one per run id: the first late end took the other's,
+    # and the second, found nowhere, was charged again in full, at the dearest price.
+    gate = threading.Event()
+    budget = Budget(max_usd=1_000.0, prices=TALK_PRICES)
+    meter = TaskMeter(budget=budget)
+    dear = _Talker(model_name="dear", words=800, gate=gate)
+    cheap = _Talker(model_name="cheap", words=300, gate=gate)  # a reply past the 16x its prompt held
+    config = {"callbacks": [meter], "run_id": uuid.uuid4()}
+    settled: dict[str, Any] = {}
+
+    def abandon() -> None:  # both running as their task ends; their replies come after
+        wait_for(lambda: dear.sent and cheap.sent)
+        settled.update(meter.settled_usage())
+        gate.set()
+
+    if mode == "invoke":
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            calls = [pool.submit(lambda m=m: list(m.stream("x" * 400, config=config))) for m in (dear, cheap)]
+            abandon()
+            for call in calls:
+                call.result()
+    else:
+        async def main() -> None:
+            async def read(model: _Talker) -> list[Any]:
+                return [chunk async for chunk in model.astream("x" * 400, config=config)]
+
+            calls = [asyncio.create_task(read(m)) for m in (dear, cheap)]
+            await asyncio.to_thread(abandon)
+            await asyncio.gather(*calls)
+
+        asyncio.run(main())
+    _each_at_its_price(budget, dear, cheap)
+    assert settled["unsettled_calls"] == 2  # the record says what a late report may add
