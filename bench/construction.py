@@ -133,7 +133,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 times.setdefault((side, n), []).append(_build_ms(side, n))
     ms = {key: median(values) for key, values in times.items()}
     top = counts[-1]
-    records = [_import_record(3 if quick else 11)]
+    records = [_import_record(1 if quick else 11)]
     for n in counts:
         ours, theirs = ms[(OURS, n)], ms.get((THEIRS, n))
         goal, met = "report", None

@@ -8,6 +8,9 @@ Example::
 
     with cpu_hog():
         ...  # every core has two spinning processes besides this one
+
+A long block can run on one core (:func:`on_one_core`): the spinners then hog that core, as busy for the
+block as every core would be, and the test run's other workers keep the rest of the machine.
 """
 
 from __future__ import annotations
@@ -23,6 +26,23 @@ SPIN = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile tim
 
 def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def on_one_core() -> Iterator[None]:
+    """Every thread of this process on one of its cores for the block, with what they start meanwhile (a
+    :func:`cpu_hog` inside counts that one core); back on all of them after it."""
+    before = os.sched_getaffinity(0)
+    threads = os.listdir("/proc/self/task")
+    for thread in threads:
+        with contextlib.suppress(ProcessLookupError):  # a thread that has ended since
+            os.sched_setaffinity(int(thread), {min(before)})
+    try:
+        yield
+    finally:
+        for thread in os.listdir("/proc/self/task"):
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(int(thread), before)
 
 
 @contextlib.contextmanager
