@@ -52,6 +52,7 @@ PriceTable = Mapping[str, tuple[float, float]]
 MAX_REPORTED_TOKENS = 10**15  # the most one reported count is taken for: past any limit, exact as a float
 PROMPT_EXTRAS = ("tools", "functions", "response_format")  # sent beside the messages, billed as input
 ESTIMATE_KEY = "estimated_input_tokens"  # in a reply's response_metadata: its prompt as estimated when sent
+PRICE_KEY = "priced_as"  # in a reply's response_metadata: the price-table key it was charged at
 
 
 def token_count(value: Any) -> int:
@@ -132,8 +133,14 @@ def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, 
     return call_price(prices, replied) or priced
 
 
+def hold_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, tuple[float, float]] | None) -> float:
+    """The input price a call is held at by the budget and its own limits alike: the dearest its reply may refine to."""
+    refined = [price[0] for key, price in (prices or {}).items() if sent and _refines(sent, key)]
+    return max([priced[1][0] if priced else 0.0, *refined])
+
+
 def unknown_model_price(prices: PriceTable | None) -> tuple[str, tuple[float, float]] | None:
-    """The price of a call whose sent model is not known (its start unseen, or read back from a checkpoint): the
+    """The price of a call whose sent model is not known (its start unseen, or read back without its price): the
     dearest, never less than it cost; its reply's name is no price (a router's, a deployment's, another model's)."""
     return max((prices or {}).items(), key=lambda item: sum(item[1]), default=None)
 
@@ -778,12 +785,10 @@ class TaskMeter(BaseCallbackHandler):
         # The prompt as billed, schemas included: reserved first, it bounds the overshoot to one output a call.
         self.extras_estimate = extras = prompt_estimate((), kwargs.get("invocation_params")) - estimate_tokens(())
         self._last_estimate = estimate = estimate_tokens(prompt) + extras
-        own = (0, 0.0) if wrapping else self._hold_own(estimate, name, priced)  # the wrap-up may pass them by one
+        input_price = hold_price(table, name, priced)
+        own = (0, 0.0) if wrapping else self._hold_own(estimate, name, input_price)  # the wrap-up may pass them by one
         held = (0, 0.0)
         if budget is not None:
-            # Held at the dearest input price its reply may refine it to (reply_price).
-            refined = [price[0] for key, price in (table or {}).items() if name and _refines(name, key)]
-            input_price = max([priced[1][0] if priced else 0.0, *refined])
             try:
                 held = budget.hold(estimate, name, input_price, refuse=self.refuses,
                                    instead_of=self._room_taken_by_call(), alone_at_estimate=self.alone_at_estimate)
@@ -793,14 +798,13 @@ class TaskMeter(BaseCallbackHandler):
         _SENT_HERE.set((*_SENT_HERE.get()[-7:], mark := next(_MARKS)))
         return _Call(name, priced, estimate, *held, time.monotonic(), own, _sent_as(prompt, kwargs), mark)
 
-    def _hold_own(self, estimate: int, name: str | None,
-                  priced: tuple[str, tuple[float, float]] | None) -> tuple[int, float]:
+    def _hold_own(self, estimate: int, name: str | None, input_price: float) -> tuple[int, float]:
         """Hold a call's prompt against the task's own limits as the budget does, or refuse one they cannot cover."""
         if self.max_tokens is None and self.max_usd is None:
             return 0, 0.0
         learned = self.budget.learned(name) if self.budget is not None else None
         tokens = math.ceil(estimate * (self._own_scale or learned or LEARNED_SCALE_MARGIN))
-        usd = cost_at(priced, tokens, 0)
+        usd = tokens * input_price / 1_000_000
         with self._lock:
             for (unit, limit, spent), need in zip(self._own_limits(self._own_held), (tokens, usd), strict=True):
                 if limit is not None and spent + need > limit:
@@ -856,13 +860,13 @@ class TaskMeter(BaseCallbackHandler):
             held = 0 if reported_in else call.tokens
             charged_in = max(held, math.ceil(call.estimate * (learned or 1.0)))
         replies = [getattr(g, "message", None) or getattr(g, "text", "") for gs in response.generations for g in gs]
-        for reply in replies[:1]:  # the estimate it was sent with rides on its reply, for a checkpoint's read-back
-            if isinstance(meta := getattr(reply, "response_metadata", None), dict):
-                meta[ESTIMATE_KEY] = call.estimate
         reply_estimate = estimate_tokens(replies)
         charged_out = reported_out if reported_out >= reply_estimate * MIN_TOKEN_SCALE else reply_estimate
         # Decided when it was sent; the reply's name only refines it to another priced name of the same model.
         priced = reply_price(self.prices or (budget.prices if budget else None), call.model, call.price, replied)
+        for reply in replies[:1]:  # its estimate and price ride on its reply, for a checkpoint's read-back
+            if isinstance(meta := getattr(reply, "response_metadata", None), dict):
+                meta.update({ESTIMATE_KEY: call.estimate, PRICE_KEY: priced and priced[0]})
         cost = cost_at(priced, charged_in, charged_out)
         if call.paid:  # charged what it held as its task ended (its record made): the budget takes what it shows beyond
             if budget is not None:

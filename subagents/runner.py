@@ -69,12 +69,14 @@ from subagents.metering import (
     COUNTS,
     ESTIMATE_KEY,
     MIN_TOKEN_SCALE,
+    PRICE_KEY,
     Budget,
     PriceTable,
     RecordingMeter,
     TaskMeter,
     TranscriptRecorder,
     WrapUpSetting,
+    call_price,
     cost_at,
     cut_short_note,
     estimate_tokens,
@@ -524,7 +526,8 @@ class Delegation:
                 reply, sent = estimate_tokens([message]), token_count(message.response_metadata.get(ESTIMATE_KEY))
                 charged_in = reported_in if reported_in >= (sent or prompt) * MIN_TOKEN_SCALE else sent or prompt
                 charged_out = reported_out if reported_out >= reply * MIN_TOKEN_SCALE else reply
-                price = unknown_model_price(prices)  # the model it was sent to is not in the checkpoint
+                # As it was charged live; a reply without it (an older checkpoint): its sent model is not known.
+                price = call_price(prices, message.response_metadata.get(PRICE_KEY)) or unknown_model_price(prices)
                 for name, value in zip(COUNTS, (1, reported_in, reported_out, charged_in, charged_out), strict=True):
                     spent[name] += value
                 spent["cost_usd"] += cost_at(price, charged_in, charged_out)

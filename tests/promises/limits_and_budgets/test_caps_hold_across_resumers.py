@@ -119,3 +119,37 @@ def test_a_call_read_back_from_the_checkpoint_is_charged_its_system_prompt_and_t
     record = _resumed(mode, tmp_path, {"model": child, "max_turns": 3, **prefix})
     assert record["model_calls"] == len(child.calls) == 3
     assert record["charged_input_tokens"] >= 3 * 10_000, record["charged_input_tokens"]
+
+
+class _OlderCheckpoint(AgentMiddleware):
+    """Takes the price key off each reply once the meter wrote it, as a checkpoint written before holds none."""
+
+    def wrap_model_call(self, request, handler):
+        return self._unpriced(handler(request))
+
+    async def awrap_model_call(self, request, handler):
+        return self._unpriced(await handler(request))
+
+    @staticmethod
+    def _unpriced(response):
+        for message in response.result:
+            message.response_metadata.pop("priced_as", None)
+        return response
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("older", [False, True], ids=["priced when sent", "an older checkpoint"])
+def test_a_call_read_back_from_the_checkpoint_is_charged_at_the_price_it_was_sent_at(mode, older, tmp_path):
+    # Read back, each call was charged at the table's dearest price, 1000x the one it was sent at. Its reply's
+    # own price key (a cheap model's) is no price: the meter writes the one it used over it. A reply without
+    # one (a checkpoint written before) is charged at the dearest, as its sent model is not known.
+    child = ScriptedChatModel(default={"tool_calls": [tool_call("lookup", q="t")],
+                                       "response_metadata": {"priced_as": "cheap"}})
+    prices = {"scripted": (1.0, 1.0), "dear": (1000.0, 1000.0), "cheap": (0.001, 0.001)}
+    spec = {"model": child, "max_turns": 3, "middleware": [_OlderCheckpoint()] if older else []}
+    record = _resumed(mode, tmp_path, spec, prices=prices)
+    assert record["model_calls"] == len(child.calls) == 3
+    charged = record["charged_input_tokens"] + record["charged_output_tokens"]
+    priced_as = "dear" if older else "scripted"  # each call is read back by the agent object resuming the next pause
+    assert record["priced_as"] == [priced_as]
+    assert record["cost_usd"] == pytest.approx(charged * prices[priced_as][0] / 1e6, abs=1e-6)

@@ -84,6 +84,23 @@ def test_a_childs_own_dollar_limit_counts_calls_whose_replies_name_their_model_o
     assert record["model_calls"] < 20
 
 
+def test_a_childs_own_dollar_limit_holds_each_call_at_the_dearest_snapshot_its_reply_may_name(run):
+    # The shared budget held each call at the dearest dated name its reply could refine to, the spec's own
+    # max_budget_per_run at the sent name's: replies naming a snapshot priced 80x took a $2 cap to $3.10,
+    # past it by far more than an output.
+    prices = {**PRICES, "priced": (100.0, 200.0), "priced-2025-01-01": (8000.0, 16000.0)}
+    child = _looping(reply_name="priced-2025-01-01")
+    specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "max_turns": 200,
+              "max_budget_per_run": 2.0}]
+    out = run(create_deep_agent(_parent(tool_call("task", description="job " * 100, subagent_type="w")),
+                                subagents=specs, settings=DelegationSettings.of(prices=prices, wrap_up=False)),
+              user("go"))
+    (record,) = records(out)
+    output = max(billed_out for _, billed_out in child.billed) * 16000.0 / 1e6
+    assert record["stop_reason"] == "budget" and record["priced_as"] == ["priced-2025-01-01"]
+    assert 1.0 < record["cost_usd"] <= 2.0 + output, (record["cost_usd"], output)
+
+
 @pytest.mark.parametrize(("sent", "key"), [
     ("gpt-4.1", "gpt-4.1"), ("gpt-4.1-2025-04-14", "gpt-4.1"), ("gpt-4.1-20250414", "gpt-4.1"),
     ("openai:gpt-4.1", "gpt-4.1"), ("openai/gpt-4.1-mini-2025-04-14", "gpt-4.1-mini"),
