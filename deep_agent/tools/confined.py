@@ -316,6 +316,7 @@ def argv_file(folder: str, argv: list[str]) -> list[str]:
     return [str(Path(folder, "argv")), hashlib.sha256(data).hexdigest()]
 
 
+ENV_NAMES = "env"  # in a launch's folder: the variables its command gets, by name
 DID_NOT_START = signal.SIGUSR2
 """The signal the launcher ends by when its command never started (``subagents.definitions.on_host``'s): a
 command's own end, by a signal too, is an exit status (bubblewrap's ``128 + n``), and no command reaches the
@@ -343,6 +344,10 @@ def main(args: list[str]) -> int:
         if hashlib.sha256(data).hexdigest() != digest:
             raise SpawnFailed(f"its argv file was changed: {path}", "bwrap")
         bwrap = list(map(os.fsdecode, data.split(b"\0")))
+        # Exactly the variables its caller chose: an MCP client adds its own (SHELL, USER) under a server's.
+        chosen = set(Path(record, ENV_NAMES).read_text().split("\0"))
+        for name in set(os.environ) - chosen:
+            del os.environ[name]
         with spawned(lambda sync, seccomp: [tag(record), *fd_options(sync, seccomp), *bwrap[1:]], pasta, record,
                      keep=(STARTED_FD,), executable=bwrap[0], preexec_fn=_dies_with_parent(os.getpid())) as process:
             os.close(STARTED_FD)

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from deep_agent.tools.confined import STARTED, SpawnFailed, argv_file, end_recorded, fd_options, spawned
+from deep_agent.tools.confined import ENV_NAMES, STARTED, SpawnFailed, argv_file, end_recorded, fd_options, spawned
 from deep_agent.tools.host_code import WORD_PARTS, shell_words
 from deep_agent.tools.protected import CONFIG, VCS_DIRS, Protected, is_git_dir
 from deep_agent.tools.workspace import homes, is_folder, lmode
@@ -204,8 +204,10 @@ class Confinement:
             python = (sys.executable if os.access(sys.executable, os.X_OK)
                       else shutil.which("python3", path=absolute_path()) or sys.executable)
             launcher = [python, "-I", LAUNCHER, folder, *pasta, *argv_file(folder, bwrap)]
+            env = {**self.sandbox.environment(), **env}
+            Path(folder, ENV_NAMES).write_text("\0".join(env))  # what the launcher passes on: these alone
             try:
-                yield launcher, {**self.sandbox.environment(), **env}
+                yield launcher, env
             finally:
                 end_recorded(folder)
 

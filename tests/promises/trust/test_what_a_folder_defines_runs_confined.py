@@ -61,6 +61,7 @@ def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (made / "secret.txt").write_text("host secret\n")
     monkeypatch.setenv("HOME", str(made))
     monkeypatch.setenv("SECRET_TOKEN", "s3cret")
+    monkeypatch.setenv("SHELL", "/bin/host-shell")  # one of the MCP client's own defaults for a server
     yield made
     shutil.rmtree(made, ignore_errors=True)
 
@@ -68,7 +69,7 @@ def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 def probe(ws: Path, home: Path, *, itself: bool = False) -> str:
     """A shell script's lines that append what it could do to ``probe.out`` in the workspace (``itself``: and
     whether it could change itself, a script outside the workspace)."""
-    return (f'{{ echo "ran token=[$SECRET_TOKEN] declared=[$DECLARED]"\n'
+    return (f'{{ echo "ran token=[$SECRET_TOKEN$SHELL] declared=[$DECLARED]"\n'
             f'  cat {home}/secret.txt 2>/dev/null && echo saw-home\n'
             f'  echo planted 2>/dev/null >> {ws}/.git/config && echo wrote-git\n'
             + ('  echo planted 2>/dev/null >> "$0" && echo wrote-itself\n' if itself else '') +
@@ -156,7 +157,7 @@ def test_without_a_confined_bash_the_probe_runs_on_the_host(runner, home):
     if "user" in runner.popen:
         pytest.skip("the host's own rights: root's run shows them all")
     lines = confined(runner, sync_hook, bash="unconfined") if workspace(runner, home) else []
-    assert lines == ["ran token=[s3cret] declared=[]", "host secret", "saw-home", "wrote-git"]
+    assert lines == ["ran token=[s3cret/bin/host-shell] declared=[]", "host secret", "saw-home", "wrote-git"]
 
 
 def test_a_user_level_hook_script_outside_the_workspace_runs_confined_and_read_only(runner, home):
