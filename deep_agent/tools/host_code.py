@@ -36,8 +36,28 @@ class _Lexer(shlex.shlex):
 
 def shell_words(command: str) -> list[str]:
     """``command``'s words as ``sh`` splits them, each operator its own (``);``: two), a backquoted command read as
-    ``$(...)`` is; if unparsable, by whitespace."""
-    command = re.sub(r"`([^`]*)`", r"$(\1)", command.replace("\\\n", ""))
+    ``$(...)`` is, its backquotes paired as the shell pairs them and, where that differs, in the order they come (a
+    quote misread, in a comment say, reads more, never less); if unparsable, by whitespace."""
+    command = command.replace("\\\n", "")
+    texts = dict.fromkeys([_backquotes(command), re.sub(r"`([^`]*)`", r"$(\1)", command)])
+    return [word for n, text in enumerate(texts) for word in [";"][:n] + _words(text)]
+
+
+def _backquotes(text: str) -> str:
+    """``text`` with each backquote outside single quotes and unescaped as ``$(`` or ``)``, in turn."""
+    out, quote, opened = [], "", False
+    for part in re.split(r"(\\.|['\"`])", text):
+        if quote == "'":
+            quote = "" if part in ("'", "\\'") else quote
+        elif part in ("'", '"'):
+            quote = "" if quote == part else quote or part
+        elif part == "`":
+            part, opened = "$(" if not opened else ")", not opened
+        out.append(part)
+    return "".join(out)
+
+
+def _words(command: str) -> list[str]:
     lexer = _Lexer(command, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     try:
@@ -52,6 +72,17 @@ _OPERATOR = re.compile(r"&&|\|\||;;|\|&|[<>]&|&>|>>|<<|[();<>|&]")  # sh's opera
 
 # Where a word is split again into the paths it may hold: --out=./x, PYTHONPATH=a:b, a quoted "sh x".
 WORD_PARTS = re.compile(rf"[\s={re.escape(os.pathsep)}]+")
+
+
+LIMIT = 1 << 20
+"""The most of a command text the reader reads; a longer one holds the folder it runs in whole (:data:`WHOLE`)."""
+WHOLE = f"whole-{secrets.token_hex(16)}"  # a command of its own: "hold the folder I run in"; no checkout can say it
+
+
+def read_text(path: Path) -> str:
+    """The text of ``path`` (:func:`read_regular`), or :data:`WHOLE` past :data:`LIMIT`: what it runs goes unread."""
+    data = read_regular(path, LIMIT + 1)
+    return WHOLE if len(data) > LIMIT else data.decode("utf-8", "replace")
 
 
 def read_regular(path: Path, limit: int) -> bytes:
@@ -106,7 +137,7 @@ def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path
     start = folder.resolve()
     root = None if outside else start
     found = {p for _, command in _hook_commands(getattr(spec, "hooks", None) or {})
-             for p in command_files(shell_words(command), start, root)}
+             for p in command_files(shell_words(script_text(command)), start, root)}
     for _, server, args, env in _servers(getattr(spec, "mcp_config", None) or {}):
         base = _resolved(start / str(server["cwd"])) if server.get("cwd") else start
         if isinstance(server.get("command"), str) and base is not None:
@@ -116,23 +147,37 @@ def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path
     return sorted(found)
 
 
-def command_files(words: list[str], base: Path, root: Path | None) -> set[Path]:
+def command_files(words: list[str], base: Path, root: Path | None, *, folders: bool = False) -> set[Path]:
     """What a shell command's ``words`` name from ``base``, as docs/cli.md says (an existing file, or one to come if
-    the word holds a ``/`` or is a program's first argument with a suffix; a folder only in a ``NAME=value`` word)."""
+    the word holds a ``/`` or is a program's first argument with a suffix; a folder only in a ``NAME=value`` word,
+    or any with ``folders``); in a python's start folder, each existing module any word of the texts read names."""
     found: set[Path] = set()
-    for command, cwd in simple_commands(words, base):
+    commands = list(simple_commands(words, base))
+    said = {name for command, _ in commands for word in command if "/" not in word  # a path's parts name no module
+            for name in re.findall(r"[A-Za-z_]\w*", word)}
+    top, starting = root or base, set()
+    for command, cwd in commands:
+        if WHOLE in command and (cwd == top or top in cwd.parents):
+            found.add(cwd)
         program = [word for word in command if not _ASSIGNMENT.match(word)][:1]  # `bash guard.sh`: its next word
         for n, word in enumerate(command):
             parts = [part for part in WORD_PARTS.split(word) if part]
-            folders = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
+            env = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
             script = n > 0 and command[n - 1:n] == program and bool(Path(word).suffix)  # missing yet or not
             found.update(p for part in (parts if len(parts) > 1 else [word])  # PYTHONSTARTUP=x.py: a file to come
-                         if (p := _inside(part, cwd, root, folders=folders,
-                                          named=script or (folders and part != parts[0] and bool(_FILE.search(part))))))
-        for kind, folder, top in starts(command, cwd):
-            found.update(p for name in ("__pycache__", top, *(top + s for s in importlib.machinery.all_suffixes()))
-                         if kind != "node" and top.isidentifier()
+                         if (p := _inside(part, cwd, root, folders=env or folders,
+                                          named=script or (env and part != parts[0] and bool(_FILE.search(part))))))
+        for kind, folder, module in starts(command, cwd):
+            found.update(p for name in ("__pycache__", module, *(module + s for s in _SUFFIXES))
+                         if kind != "node" and module.isidentifier()
                          and (p := _inside(name, folder, root, folders=True, named=True)))
+            starting |= {folder} if module == "*" else set()
+    # A python whose code the reader does not see (a heredoc, stdin, "$1") may import any name the texts say.
+    for folder in starting:
+        with contextlib.suppress(OSError):
+            found.update(p for entry in os.listdir(folder) if (stem := entry.partition(".")[0]) in said
+                         and entry[len(stem):] in ("", *_SUFFIXES)
+                         and (p := _inside(entry, folder, root, folders=True)))
     return found
 
 
@@ -198,14 +243,15 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
             for folder in list(bases):
                 goes = _expand(target, folder, top, values) if not target.startswith(("-", "~")) else ""
                 if cd and {"$", "`"} & set(goes):  # for d in a b; do cd "$d": to any folder of the top the text names
-                    moved = [m for w in named if (m := _resolved(folder / w)) and m.is_dir() and top in (m, *m.parents)]
+                    moved = [m for w in named if (m := _resolved(folder / w)) and os.path.isdir(m)
+                             and top in (m, *m.parents)]
                 else:
                     moved = [m for m in [_resolved(folder / goes)] if goes and m and not {"$", "`"} & set(goes)
-                             and (m.is_dir() or not os.path.lexists(m))]
+                             and (os.path.isdir(m) or not os.path.lexists(m))]
                 cwd = moved[0] if chdir and moved else folder
                 yield [_expand(w, cwd, top, values) for w in [*exported, *command]], cwd
                 bases += [m for m in moved if cd and m not in bases]
-                inline += _runs([_expand(w, cwd, top, values) for w in program], cwd, top, read)
+                inline += _runs([_expand(w, cwd, top, values) for w in command], cwd, top, read, named)
             if name == ["export"]:
                 exported += [w for w in command if _ASSIGNMENT.match(w)]
             if not program or name == ["export"]:  # MOD=x; python3 -m "$MOD": a variable set is read as its value
@@ -231,36 +277,51 @@ _AT = f"\x00in-{secrets.token_hex(16)}"  # unguessable: no text a checkout holds
 _PREFIXES = frozenset({"then", "else", "elif", "do", "if", "while", "until", "command", "builtin", "time"})
 
 
-def _runs(program: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]) -> list[str]:
+def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]], named: set[str]) -> list[str]:
     """The command text a simple command runs beside its own words, each once a folder (see
-    :func:`simple_commands`)."""
+    :func:`simple_commands`), and the ``package.json`` of each folder a package runner runs from. An interpreter
+    whose code it cannot see (no script: stdin, ``xargs sh``; ``sh "$1"``, ``python3 -m "$1"``) may run any
+    file a word of the text names: each is read as a script there."""
     out: list[str] = []
     shell = False  # after a shell, `.` or `source`: its first operand is a script
-    for n, word in enumerate(program):
-        if n and any(c.isspace() for c in word):
-            out += ["(", _AT, str(cwd), ";", *shell_words(word), ")", ";"]
+    starting = list(starts(command, cwd))
+    unseen = any(module == "*" for _, _, module in starting)
+    verb = next((n for n, word in enumerate(command) if not _ASSIGNMENT.match(word)), 0)
+    words = [*command, *(str(f / "package.json") for kind, f, _ in starting if kind == "node")]
+    for n, word in enumerate(words):
+        if any(c.isspace() for c in word) and (inner := shell_words(word)) != [word]:  # sh -c '...', alias r='...'
+            out += ["(", _AT, str(cwd), ";", *inner, ")", ";"]
         path = _resolved(cwd / word) if not word.startswith("-") else None
-        sourced = shell and program[n - 1] in (".", "source")
+        sourced = shell and words[n - 1] in (".", "source")
         key = (path, top if sourced else cwd)  # a sourced one is read in place once: for every folder at once
-        text = read_regular(path, 1 << 20).decode("utf-8", "replace") if (
-            path and top in path.parents and key not in read) else ""
-        if path is not None and text and (n == 0 or shell or text.startswith("#!")):
+        text = read_text(path) if path and top in path.parents and key not in read else ""
+        unseen |= shell and not word.startswith("-") and bool({"$", "`"} & set(word))
+        if path is not None and text and (n == verb or n >= len(command) or shell or text.startswith("#!")):
             read.add((path, key[1]))
             first = text.partition("\n")[0]
             interpreter = shell_words(first[2:]) if first.startswith("#!") and not sourced else []
             shell_script = not interpreter or any(_SHELL.fullmatch(_name(w)) for w in interpreter)
+            json = path.suffix == ".json" and text != WHOLE  # package.json: each string a command run in its folder
+            text = "\n".join(re.findall(r'"((?:[^"\\]|\\.)*)"', text)) if json else text
             if not sourced:  # cd "$(dirname "$0")": its own folder
                 text = _SCRIPT_DIR.sub(shlex.quote(str(path.parent)), text)
             body = shell_words(script_text(text)) if shell_script else []
-            out += [*body, ";"] if sourced else ["(", _AT, str(cwd), ";", *interpreter, str(path), ";", *body, ")", ";"]
+            out += [*body, ";"] if sourced else ["(", _AT, str(path.parent if json else cwd), ";", *interpreter,
+                                                 str(path), ";", *body, ")", ";"]
         shell = (not word.startswith("-") and (word in (".", "source") or bool(_SHELL.fullmatch(_name(word))))) or (
             shell and word.startswith("-"))
-    return out
+        unseen |= shell and n == len(command) - 1  # a shell given no script reads one from stdin
+    if not unseen or (cwd, cwd) in read:  # a folder is no file read: its mark that the text was, once
+        return out
+    read.add((cwd, cwd))
+    files = [w for w in sorted(named) if (p := _resolved(cwd / w)) and top in p.parents and os.path.isfile(p)]
+    return [*out, "(", _AT, str(cwd), ";", *(part for w in files for part in (w, ";")), ")", ";"]
 
 
 def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
     """What a simple command started from ``cwd`` loads from a folder: ``(its python word, the folder first on its
-    import path, -m's top module or "")`` or ``("node", its folder, "")``, as docs/cli.md says."""
+    import path, -m's top module, "", or "*" where its code is unseen: stdin, ``"$1"``)`` or ``("node", its
+    folder, "")``, as docs/cli.md says."""
     # No table says which word past what runs it (env -u sh, nice -n 5, uv run...) is the program: each word naming
     # one is read as one (more, never less); env -S's value is words; a PYTHONPATH puts its folders first.
     words = [part for n, word in enumerate(command) for part in _split_string(command[n - 1:n], word)]
@@ -288,15 +349,18 @@ def _started(words: list[str], cwd: Path, paths: list[Path]) -> Iterator[tuple[s
     if _name(words[0]) in _NODE:  # node's folder is its script's (a package runner's, its cwd)
         script = next((w for w in words[1:] if not w.startswith("-")), "") if _name(words[0]) == "node" else ""
         yield "node", (_resolved(cwd / script) or cwd).parent if Path(script).suffix else cwd, ""
+        # npm --prefix sub, yarn --cwd sub: a package runner runs from any folder a word names.
+        yield from (("node", m, "") for w in words[1:]
+                    if (m := _resolved(cwd / w.rpartition("=")[2])) and os.path.isdir(m))
     elif _python(words[0]):
         args = iter(words[1:])
         for word in args:
             if word == "--" or word == "-" or not word.startswith("-"):  # a script, or stdin
                 script = next(args, "-") if word == "--" else word
-                if script == "-" or (folder := _resolved(cwd / script)) is None:
-                    break
+                if script == "-" or {"$", "`"} & set(script) or (folder := _resolved(cwd / script)) is None:
+                    break  # its code unseen: stdin, "$1"
                 # A folder (or a zip) run as a script starts from itself, with its __main__.
-                yield (words[0], folder, "__main__") if folder.is_dir() else (words[0], folder.parent, "")
+                yield (words[0], folder, "__main__") if os.path.isdir(folder) else (words[0], folder.parent, "")
                 return
             if word == "--check-hash-based-pycs":  # the one long option that takes a value
                 next(args, "")
@@ -305,16 +369,17 @@ def _started(words: list[str], cwd: Path, paths: list[Path]) -> Iterator[tuple[s
                     return
                 if flag in "mcWX":  # the rest of the word, or the next one, is its value
                     value = word[n + 2:] or next(args, "")
-                    if flag in "mc":  # -c's code: each top module it imports is as -m's
+                    if flag in "mc":  # -c's code: each top module it imports is as -m's; "$1", xargs': unseen
                         for module in _IMPORTS.findall(value) or [""] if flag == "c" else [value.partition(".")[0]]:
-                            yield words[0], cwd, module
+                            yield words[0], cwd, module if value and not {"$", "`"} & set(value) else "*"
                         return
                     break
-        yield words[0], cwd, ""
+        yield words[0], cwd, "*"  # its code from stdin: unseen
 
 
 _PYTHON = re.compile(r"(\w*_)?(python|pypy)[0-9.]*(-dbg)?", re.IGNORECASE)  # "$INSTALL_PYTHON" too
 _SHELL = re.compile(r"(ba|da|z|k)?sh")
+_SUFFIXES = tuple(importlib.machinery.all_suffixes())
 _NODE = frozenset({"node", "npx", "npm", "pnpm", "pnpx", "yarn", "bunx", "bun"})  # each runs node_modules' code
 
 

@@ -31,11 +31,13 @@ from pathlib import Path
 
 from deep_agent.tools.host_code import (
     _ASSIGNMENT,
+    WHOLE,
     WORD_PARTS,
     _resolved,
     command_files,
     import_names,
     read_regular,
+    read_text,
     script_text,
     shell_words,
     simple_commands,
@@ -417,7 +419,8 @@ def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str, str]]:
             if (file := todo.pop().resolve()) in read:
                 continue
             read.add(file)
-            for line in read_regular(file, 1 << 20).decode("utf-8", "replace").splitlines():
+            text = read_text(file)
+            for line in text.splitlines() if text != WHOLE else [f"={WHOLE}"]:  # past the bound: a command of its own
                 if line.startswith("["):
                     section = line.strip("[] \t")
                 if not line.strip() or line.lstrip().startswith(("#", ";", "[", "%unset")):
@@ -433,7 +436,7 @@ def _hgrc_entries(hgrc: Path) -> Iterator[tuple[Path | None, str, str]]:
 def _jj_entries(config: Path) -> Iterator[tuple[Path | None, str, str]]:
     """``(file, "", value)`` of every string of Jujutsu's ``config.toml``, a list of strings (a command) as one."""
     try:
-        todo: list[object] = [tomllib.loads(read_regular(config, 1 << 20).decode("utf-8", "replace"))]
+        todo: list[object] = [WHOLE if (text := read_text(config)) == WHOLE else tomllib.loads(text)]
     except (OSError, RecursionError, tomllib.TOMLDecodeError):
         return  # none, or one jj refuses to run with too
     while todo:
@@ -485,7 +488,10 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
         hooks = [p / "hooks" for p in _leads_to(git_dir)] if git_dir and not other else []
         entries = (itertools.chain.from_iterable(map(other[1], _vcs_config_files(git_dir, other))) if git_dir and other
                    else _config_entries(git_dir))
-        for origin, key, value in itertools.chain(entries, _hook_entries(hooks)):  # hooks: core.hooksPath's too
+        for n, (origin, key, value) in enumerate(itertools.chain(entries, _hook_entries(hooks))):  # hooksPath's too
+            if n == MOST_VALUES:  # more than any config holds (a checkout's hgrc of 10^5 hooks): no more read, all held
+                yield top, RUN
+                break
             if key.casefold() == "core.hookspath":
                 with contextlib.suppress(OSError, RuntimeError):  # ~nobody, a symlink loop
                     hooks.append(hooks_path := (top / Path(value).expanduser()).resolve())
@@ -496,7 +502,7 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
             if origin is not None and root in origin.parents:
                 yield origin, CONFIG
             bases = {root, *(p for p in (worktree, origin and origin.parent) if p is not None)}
-            words = shell_words(value.removeprefix("!"))
+            words = shell_words(script_text(value.removeprefix("!")))  # a heredoc too
             command = len(words) > 1 or value.startswith("!")
             for part in (part for word in words for part in WORD_PARTS.split(word) if part not in ("", ".", "..")):
                 # A path whatever its shape: an include's, or a file a hook or an extension loads (python:x.py:f).
@@ -521,11 +527,16 @@ def _named_by_config(root: Path, repos: list[tuple[Path | None, Path | None]]) -
     yield from _loaded_by_host(root, started)
 
 
+MOST_VALUES = 1000
+"""The values read for one repository (its configs, their includes, its hooks' lines), about 1 s; past it, the
+working tree is held whole."""
+
+
 def _hook_entries(hooks: list[Path]) -> Iterator[tuple[Path | None, str, str]]:
     """``(hook, "", value)`` for each hook in ``hooks``: its path, its ``#!`` line's command, its lines as one."""
     for hook in (Path(e.path) for folder in hooks if folder.is_dir() for e in os.scandir(folder)
                  if not e.name.endswith(".sample")):  # git init's examples: git runs none of them
-        text = read_regular(hook, 1 << 20).decode("utf-8", "replace")
+        text = read_text(hook)
         quoted = shlex.quote(str(hook))
         shebang = [f"{text[2:].partition(chr(10))[0]} {quoted}"] if text.startswith("#!") else []
         yield from ((hook, "", value) for value in (quoted, *shebang, script_text(text)))
@@ -576,13 +587,15 @@ def _direnv_loads(envrc: Path, root: Path) -> Iterator[Path]:
     """A direnv ``.envrc`` and what it and each file it sources load in ``root``, existing or not (docs/cli.md)."""
     todo, read = [envrc], set()
     while todo:
-        if (file := todo.pop()) in read or root not in file.parents:
+        if (file := todo.pop()) in read or (file != root and root not in file.parents):
             continue
         read.add(file)
         yield file
-        text = read_regular(file if not file.is_dir() else file / ".envrc", 1 << 20).decode("utf-8", "replace")
-        todo += command_files(words := shell_words(script_text(text)), file.parent, root)  # what any command names
-        for command, _ in simple_commands(words, file.parent):
+        base = file if (is_dir := os.path.isdir(file)) else file.parent
+        text = read_text(file / ".envrc" if is_dir else file)
+        # What any command names, a folder whole: direnv's functions take folders (PATH_add, expand_path, layout).
+        todo += command_files(words := shell_words(script_text(text)), base, root, folders=True)
+        for command, _ in simple_commands(words, base):
             name, *args = [w for w in command if not _ASSIGNMENT.match(w)] or [""]  # past the exports before it
             if (default := _DIRENV.get(name)) is not None:
                 folders = file.parent.parents if name.startswith("source_up") else [file.parent]

@@ -310,3 +310,57 @@ def test_the_bash_tool_names_what_it_set_aside_and_why(runner, monkeypatch):
     assert "made\n" in answer and not (ws / "sitecustomize.py").exists(), answer
     assert f"sitecustomize.py (now sitecustomize.py{SET_ASIDE}): {IMPORTED}" in answer, answer
     assert f"sub/.git (now .git{SET_ASIDE}): {GIT}" in answer, answer
+
+
+X_RUNS_Y = {"scripts/x.sh": "sh scripts/y.sh\n", "scripts/y.sh": "true\n"}
+UNSEEN = [  # (git config, files, what a command plants): code the reader cannot see is read as all a text names
+    ({"alias.f": '!f() { sh "$1"; }; f scripts/x.sh'}, X_RUNS_Y, "scripts/y.sh"),  # a function's argument
+    ({"alias.f": '!f() { python3 -m "$1"; }; f mytool'}, {"mytool.py": "ok\n"}, "mytool.py"),
+    ({"alias.r": "!alias r='sh scripts/x.sh'; r"}, X_RUNS_Y, "scripts/y.sh"),  # an alias the text defines
+    ({"alias.p": "!cd sub && python3 <<EOF\nimport mytool\nEOF"}, {"sub/mytool.py": "ok\n"}, "sub/mytool.py"),
+    ({"alias.p": "!cat code.txt | python3"}, {"code.txt": "import mytool\n", "mytool.py": "ok\n"}, "mytool.py"),
+    ({"alias.n": "!npm --prefix sub run x"}, {"sub/package.json": '{"scripts": {"x": "sh run.sh"}}',
+                                             "sub/run.sh": "true\n"}, "sub/run.sh"),
+    ({"alias.n": "!npm run x"}, {"package.json": '{"scripts": {"x": "sh tools/run.sh"}}'}, "package.json"),
+    ({"alias.b": "!sh big.sh"}, {"big.sh": "#" * (1 << 20) + "\nsh scripts/y.sh\n"}, "scripts/y.sh"),  # unread
+    ({"alias.x": "!echo scripts/x.sh | xargs sh"}, X_RUNS_Y, "scripts/y.sh"),
+    ({"alias.x": "!xargs -a list sh"}, {"list": "scripts/x.sh\n", **X_RUNS_Y}, "scripts/y.sh"),
+    ({"alias.m": "!echo mytool | xargs python3 -m"}, {"mytool.py": "ok\n"}, "mytool.py"),
+    ({}, {".envrc": 'PATH_add "$(expand_path tools)/bin"\n', "tools/bin/lint": "true\n"}, "tools/bin/black"),
+    ({}, {".envrc": 'source "$(expand_path lib)/env.sh"\n', "lib/env.sh": "true\n"}, "lib/env.sh"),
+    ({"alias.q": "!echo '`'; echo `sh scripts/x.sh`"}, X_RUNS_Y, "scripts/x.sh"),  # a quoted backquote first
+]
+
+
+@pytest.mark.parametrize(("configs", "files", "planted"), UNSEEN, ids=[f"{n}-{r[2]}" for n, r in enumerate(UNSEEN)])
+def test_what_the_reader_cannot_evaluate_holds_more_never_less(runner, configs, files, planted):
+    ws = runner.ws
+    git("init", "-q", ".", cwd=ws)
+    for key, value in configs.items():
+        config(ws / ".git" / "config", key, value)
+    for path, text in files.items():
+        write(ws / path, text)
+    protected = Protected.of(ws)
+    assert protected.why(ws.resolve() / planted) is not None, planted
+    runner.chown(ws)
+    out = runner.run(f"mkdir -p $(dirname {planted}); printf evil > {planted}; echo done", protected=protected)
+    assert "done" in out and (files.get(planted) is None) == (not (ws / planted).is_file()), out
+    assert not (ws / planted).is_file() or (ws / planted).read_text() == files[planted], out
+
+
+def test_an_hgrc_past_the_readers_bound_holds_the_working_tree(runner, monkeypatch):
+    """A checkout's ``.hg/hgrc`` of thousands of includes and hooks was read to its end, each value a command (a
+    minute of start for 50,000); the reader stops at its bound and holds the working tree whole instead."""
+    from deep_agent.tools import host_code, protected
+
+    ws = runner.ws
+    write(ws / ".hg" / "hgrc", "".join(f"%include missing{n}.rc\n" for n in range(3000))
+          + "[hooks]\npost-status = sh scripts/late.sh\n")
+    write(ws / "scripts" / "late.sh", "true\n")
+    reads: list[Path] = []
+    real = host_code.read_regular
+    for module in (host_code, protected):
+        monkeypatch.setattr(module, "read_regular", lambda path, limit: reads.append(path) or real(path, limit))
+    held = Protected.of(ws)
+    assert held.why(ws.resolve() / "scripts" / "late.sh") is not None
+    assert len({path for path in reads if path.name.startswith("missing")}) <= 1000, len(reads)

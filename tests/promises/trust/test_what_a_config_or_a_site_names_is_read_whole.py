@@ -108,4 +108,5 @@ def test_a_script_sourced_on_every_line_is_read_once(runner, monkeypatch):
     real = host_code.read_regular
     monkeypatch.setattr(host_code, "read_regular", lambda path, limit: reads.append(path) or real(path, limit))
     assert Protected.of(ws).why(ws / "b.sh") is not None
-    assert reads.count(ws / "b.sh") <= 2, reads.count(ws / "b.sh")  # once a pass: what it names, what it runs
+    # Once a pass: what it names, what it runs, and direnv's own reading of what it loads.
+    assert reads.count(ws / "b.sh") <= 3, reads.count(ws / "b.sh")
