@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import OURS, THEIRS, answer, answered, median, spec, user
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 SAMPLES = 20
 """Points at which the SQLite side's stored bytes are read, for the per-run slope."""

@@ -47,7 +47,7 @@ from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
 from bench.common import answer, median, noop, quiet_gc, record, scripted, spec, theirs_note, user
-from deep_agent.testing import tool_call
+from deep_agent._testing import tool_call
 from middleware import BackgroundSubagentMiddleware
 from subagents import (
     BackgroundRuntime,
@@ -57,7 +57,7 @@ from subagents import (
     coerce_spec,
     wait_for_background,
 )
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 NAME = "background"
 GOAL = 1.2

@@ -5,7 +5,7 @@ delegation middleware: ours (:class:`middleware.SubAgentMiddleware`, without
 the implicit ``general-purpose`` agent) or deepagents'
 (``deepagents.middleware.subagents.SubAgentMiddleware`` over a
 ``StateBackend`` and without a ``system_prompt``, as ``create_deep_agent``
-sets it up). Every model is a :class:`deep_agent.testing.ScriptedChatModel`,
+sets it up). Every model is a :class:`deep_agent.ScriptedChatModel`,
 so the two sides see exactly the same replies, latencies and token counts.
 
 deepagents is optional (the ``bench`` extra); without it every ``theirs``
@@ -25,9 +25,9 @@ from typing import Any, cast
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 from middleware import SubAgentMiddleware
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 OURS = "ours"
 THEIRS = "theirs"

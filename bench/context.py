@@ -31,7 +31,7 @@ from bench.common import (
     theirs_note,
     user,
 )
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 NAME = "context"
 GOAL = 0.2

@@ -35,7 +35,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from subagents.errors import SubagentsError
+from subagents._errors import SubagentsError
 
 _NOT_MIRRORED = {".git", ".langgraph_api", ".venv", "__pycache__"}
 _API_LINE = re.compile(r"API:\s*(?:\x1b\[[0-9;]*m)?http://[^:\s]+:(\d+)")

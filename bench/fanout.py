@@ -36,7 +36,7 @@ from bench.common import (
     timed,
     user,
 )
-from deep_agent.testing import tool_call
+from deep_agent._testing import tool_call
 
 NAME = "fanout"
 GOAL = 1.1

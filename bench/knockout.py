@@ -45,13 +45,13 @@ from unittest import mock
 
 from langgraph.types import Command
 
-import middleware.subagents as delegating
-import middleware.task_tool as task_tool
-import subagents.runner as runner
+import middleware._subagents as delegating
+import middleware._task_tool as task_tool
+import subagents._runner as runner
 from bench import overhead
 from bench.common import OURS, THEIRS, acpu_and_wall, cpu_and_wall, median, quiet_gc, record, sides, theirs_note
-from subagents.metering import metered_apart
-from subagents.runner import Delegation
+from subagents._metering import metered_apart
+from subagents._runner import Delegation
 
 NAME = "knockout"
 LEVELS = ("shipped", "uncopied_reply", "no_meter", "no_meter_metadata", "bare")

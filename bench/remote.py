@@ -36,10 +36,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from bench.common import median, record, scripted, user
 from bench.dev_server import LangGraphDevServer
-from deep_agent.testing import tool_call
+from deep_agent._testing import tool_call
 from middleware import BackgroundSubagentMiddleware
+from subagents._settings import DelegationSettings
 from subagents.background import wait_for_background  # the one that also polls remote tasks
-from subagents.settings import DelegationSettings
 
 NAME = "remote"
 ONLY = "langgraph_dev"

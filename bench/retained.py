@@ -34,7 +34,7 @@ from bench.common import (
     theirs_note,
     user,
 )
-from deep_agent.testing import tool_call
+from deep_agent._testing import tool_call
 
 NAME = "retained"
 MIB = 1024 * 1024
@@ -67,7 +67,7 @@ def _once(agent: Any, model: Any) -> None:
 def _table_bytes(side: str) -> int:
     if side != OURS:
         return 0
-    from subagents.transcripts import MEMORY
+    from subagents._transcripts import MEMORY
 
     return MEMORY.bytes
 

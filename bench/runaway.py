@@ -34,7 +34,7 @@ from bench.common import (
     theirs_note,
     user,
 )
-from deep_agent.testing import tool_call
+from deep_agent._testing import tool_call
 
 NAME = "runaway"
 GOAL_FRACTION = 0.1

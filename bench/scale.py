@@ -57,11 +57,11 @@ from bench.common import (
     theirs_note,
     user,
 )
-from deep_agent.testing import ScriptedChatModel, tool_call
-from middleware.subagents import SubAgentMiddleware
-from middleware.task_tool import ledger_entry
-from subagents.ledger import LedgerChannel, merge_records
-from subagents.settings import DelegationSettings
+from deep_agent._testing import ScriptedChatModel, tool_call
+from middleware._subagents import SubAgentMiddleware
+from middleware._task_tool import ledger_entry
+from subagents._ledger import LedgerChannel, merge_records
+from subagents._settings import DelegationSettings
 
 NAME = "scale"
 GOAL_SQLITE = 1.1

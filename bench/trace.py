@@ -3,7 +3,7 @@
 A reader should find one delegation in about a dozen files. This traces two
 runs with :func:`sys.setprofile` and keeps only the frames of the library's
 own modules (``deep_agent``, ``middleware``, ``subagents``; the scripted
-chat model of :mod:`deep_agent.testing` stands in for a provider and is left
+chat model of :mod:`deep_agent._testing` stands in for a provider and is left
 out):
 
 * ``sync``: the first synchronous delegation of a fresh agent
@@ -35,7 +35,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("deep_agent", "middleware", "subagents")
-LEFT_OUT = frozenset({"deep_agent.testing"})
+LEFT_OUT = frozenset({"deep_agent._testing"})
 """The scripted chat model: a stand-in for the provider, not part of the delegation."""
 
 
@@ -120,9 +120,9 @@ def first_sync_delegation() -> Callable[[], Any]:
     """A fresh agent and its first ``invoke``: one ``task`` call, the child built on first use."""
     from langchain.agents import create_agent
 
-    from deep_agent.testing import ScriptedChatModel, tool_call
+    from deep_agent._testing import ScriptedChatModel, tool_call
     from middleware import SubAgentMiddleware
-    from subagents.settings import DelegationSettings
+    from subagents._settings import DelegationSettings
 
     parent = ScriptedChatModel(responses=[
         {"tool_calls": [tool_call("task", description="Find the answer.", subagent_type="worker")]},
@@ -141,10 +141,10 @@ def background_start_to_notice() -> Callable[[], Any]:
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from deep_agent.testing import ScriptedChatModel, tool_call
+    from deep_agent._testing import ScriptedChatModel, tool_call
     from middleware import BackgroundSubagentMiddleware
+    from subagents._settings import DelegationSettings
     from subagents.background import wait_for_background
-    from subagents.settings import DelegationSettings
 
     parent = ScriptedChatModel(responses=[
         {"tool_calls": [tool_call("start_async_task", description="Find the answer.", subagent_type="worker")]},

@@ -34,9 +34,9 @@ from pydantic import PrivateAttr
 
 from bench.common import record, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import Budget
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 NAME = "wrapup"
 GOAL_SHARE = 95.0

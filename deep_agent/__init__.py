@@ -7,34 +7,34 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from subagents.exports import lazy_exports
+from subagents._exports import lazy_exports
 
 if TYPE_CHECKING:  # re-exported (the "as" says so), imported lazily below
-    from deep_agent.factory import DeepAgentState as DeepAgentState
-    from deep_agent.factory import create_deep_agent as create_deep_agent
-    from deep_agent.factory import resolve_root_model as resolve_root_model
-    from deep_agent.local_model import OpenAICompatibleChat as OpenAICompatibleChat
-    from deep_agent.testing import ScriptedChatModel as ScriptedChatModel
-    from deep_agent.testing import ScriptExhausted as ScriptExhausted
-    from deep_agent.testing import tool_call as tool_call
+    from deep_agent._factory import DeepAgentState as DeepAgentState
+    from deep_agent._factory import create_deep_agent as create_deep_agent
+    from deep_agent._factory import resolve_root_model as resolve_root_model
+    from deep_agent._local_model import OpenAICompatibleChat as OpenAICompatibleChat
+    from deep_agent._testing import ScriptedChatModel as ScriptedChatModel
+    from deep_agent._testing import ScriptExhausted as ScriptExhausted
+    from deep_agent._testing import tool_call as tool_call
     from middleware import AsyncSubAgentMiddleware as AsyncSubAgentMiddleware
     from middleware import AsyncSubAgentState as AsyncSubAgentState
     from middleware import SubAgentMiddleware as SubAgentMiddleware
     from subagents import CompiledSubagent as CompiledSubagent
+    from subagents._spec import AsyncSubAgent as AsyncSubAgent
+    from subagents._spec import CompiledSubAgent as CompiledSubAgent
+    from subagents._spec import SubAgent as SubAgent
     from subagents.background import aanswer_approval as aanswer_approval
     from subagents.background import answer_approval as answer_approval
-    from subagents.spec import AsyncSubAgent as AsyncSubAgent
-    from subagents.spec import CompiledSubAgent as CompiledSubAgent
-    from subagents.spec import SubAgent as SubAgent
 
 _WHERE = {name: module for module, names in {
-    "deep_agent.factory": ("DeepAgentState", "create_deep_agent", "resolve_root_model"),
-    "deep_agent.local_model": ("OpenAICompatibleChat",),
-    "deep_agent.testing": ("ScriptExhausted", "ScriptedChatModel", "tool_call"),
+    "deep_agent._factory": ("DeepAgentState", "create_deep_agent", "resolve_root_model"),
+    "deep_agent._local_model": ("OpenAICompatibleChat",),
+    "deep_agent._testing": ("ScriptExhausted", "ScriptedChatModel", "tool_call"),
     "middleware": ("AsyncSubAgentMiddleware", "AsyncSubAgentState", "SubAgentMiddleware"),
     "subagents": ("CompiledSubagent",),
     "subagents.background": ("aanswer_approval", "answer_approval"),
-    "subagents.spec": ("AsyncSubAgent", "CompiledSubAgent", "SubAgent"),
+    "subagents._spec": ("AsyncSubAgent", "CompiledSubAgent", "SubAgent"),
 }.items() for name in names}
 
 __all__ = sorted(_WHERE)

@@ -8,10 +8,10 @@ if sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
 if len(sys.argv) > 1:  # `python -m deep_agent run ...` is `deep-agent run ...`, `--help` included
-    from deep_agent.cli.app import main
+    from deep_agent.cli._app import main
 
     raise SystemExit(main())
 
-from deep_agent.demo import main as demo
+from deep_agent._demo import main as demo
 
 raise SystemExit(demo())

@@ -12,8 +12,8 @@ from langchain.agents.middleware import AgentMiddleware, ToolCallRequest
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
-from subagents.errors import SubagentsError
-from subagents.roles import ChildPolicy
+from subagents._errors import SubagentsError
+from subagents._roles import ChildPolicy
 
 EXTRA_INSTALL = 'pip install "governed-subagents[deepagents]" (from a checkout: pip install -e ".[deepagents]")'
 

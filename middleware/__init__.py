@@ -5,39 +5,39 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from subagents.exports import lazy_exports
+from subagents._exports import lazy_exports
 
 if TYPE_CHECKING:
-    from middleware.background import AsyncSubAgentMiddleware as AsyncSubAgentMiddleware
-    from middleware.background import AsyncSubAgentState as AsyncSubAgentState
-    from middleware.background import AsyncTaskLedgerState as AsyncTaskLedgerState
-    from middleware.background import BackgroundSubagentMiddleware as BackgroundSubagentMiddleware
-    from middleware.dynamic import DynamicSubagentState as DynamicSubagentState
-    from middleware.limits import DelegationLimit as DelegationLimit
-    from middleware.limits import ForceDelegation as ForceDelegation
-    from middleware.limits import ForceSetting as ForceSetting
-    from middleware.limits import ForceToolUse as ForceToolUse
-    from middleware.limits import ReturnChildAnswer as ReturnChildAnswer
-    from middleware.subagents import SubAgentMiddleware as SubAgentMiddleware
-    from middleware.task_tool import ASYNC_LEDGER_KEY as ASYNC_LEDGER_KEY
-    from middleware.task_tool import LEDGER_KEY as LEDGER_KEY
-    from middleware.task_tool import TASK_TOOL_NAME as TASK_TOOL_NAME
-    from middleware.task_tool import SubagentLedgerState as SubagentLedgerState
-    from middleware.task_tool import TaskToolInput as TaskToolInput
-    from middleware.task_tool import TaskToolInputWithSchema as TaskToolInputWithSchema
-    from subagents.settings import DEFAULT_MAX_DELEGATIONS as DEFAULT_MAX_DELEGATIONS
-    from subagents.truncation import RetryTruncated as RetryTruncated
+    from middleware._background import AsyncSubAgentMiddleware as AsyncSubAgentMiddleware
+    from middleware._background import AsyncSubAgentState as AsyncSubAgentState
+    from middleware._background import AsyncTaskLedgerState as AsyncTaskLedgerState
+    from middleware._background import BackgroundSubagentMiddleware as BackgroundSubagentMiddleware
+    from middleware._dynamic import DynamicSubagentState as DynamicSubagentState
+    from middleware._limits import DelegationLimit as DelegationLimit
+    from middleware._limits import ForceDelegation as ForceDelegation
+    from middleware._limits import ForceSetting as ForceSetting
+    from middleware._limits import ForceToolUse as ForceToolUse
+    from middleware._limits import ReturnChildAnswer as ReturnChildAnswer
+    from middleware._subagents import SubAgentMiddleware as SubAgentMiddleware
+    from middleware._task_tool import ASYNC_LEDGER_KEY as ASYNC_LEDGER_KEY
+    from middleware._task_tool import LEDGER_KEY as LEDGER_KEY
+    from middleware._task_tool import TASK_TOOL_NAME as TASK_TOOL_NAME
+    from middleware._task_tool import SubagentLedgerState as SubagentLedgerState
+    from middleware._task_tool import TaskToolInput as TaskToolInput
+    from middleware._task_tool import TaskToolInputWithSchema as TaskToolInputWithSchema
+    from subagents._settings import DEFAULT_MAX_DELEGATIONS as DEFAULT_MAX_DELEGATIONS
+    from subagents._truncation import RetryTruncated as RetryTruncated
 
 _WHERE = {name: module for module, names in {
-    "middleware.background": ("AsyncSubAgentMiddleware", "AsyncSubAgentState", "AsyncTaskLedgerState",
+    "middleware._background": ("AsyncSubAgentMiddleware", "AsyncSubAgentState", "AsyncTaskLedgerState",
         "BackgroundSubagentMiddleware"),
-    "middleware.dynamic": ("DynamicSubagentState",),
-    "middleware.limits": ("DelegationLimit", "ForceDelegation", "ForceSetting", "ForceToolUse", "ReturnChildAnswer"),
-    "middleware.subagents": ("SubAgentMiddleware",),
-    "middleware.task_tool": ("ASYNC_LEDGER_KEY", "LEDGER_KEY", "SubagentLedgerState", "TASK_TOOL_NAME",
+    "middleware._dynamic": ("DynamicSubagentState",),
+    "middleware._limits": ("DelegationLimit", "ForceDelegation", "ForceSetting", "ForceToolUse", "ReturnChildAnswer"),
+    "middleware._subagents": ("SubAgentMiddleware",),
+    "middleware._task_tool": ("ASYNC_LEDGER_KEY", "LEDGER_KEY", "SubagentLedgerState", "TASK_TOOL_NAME",
         "TaskToolInput", "TaskToolInputWithSchema"),
-    "subagents.settings": ("DEFAULT_MAX_DELEGATIONS",),
-    "subagents.truncation": ("RetryTruncated",),
+    "subagents._settings": ("DEFAULT_MAX_DELEGATIONS",),
+    "subagents._truncation": ("RetryTruncated",),
 }.items() for name in names}
 
 __all__ = sorted(_WHERE)

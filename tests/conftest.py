@@ -39,7 +39,7 @@ def _own_stack_unless_deepagents_is_asked_for(request: pytest.FixtureRequest, mo
     """
     if "deepagents_compat" in request.path.parts:
         return
-    from deep_agent import factory
+    from deep_agent import _factory as factory
 
     real = factory.uses_deepagents
 
@@ -54,7 +54,7 @@ def _own_stack_unless_deepagents_is_asked_for(request: pytest.FixtureRequest, mo
 def _hooks_are_confined_for_one_test() -> Iterator[None]:
     """A confinement one test installs (by making a sandboxed ``Bash``) is that test's: removed after it, so a
     later test's hooks and MCP servers do not run in an earlier test's (removed) workspace."""
-    from subagents.definitions import on_host
+    from subagents.definitions import _on_host as on_host
 
     yield
     on_host.confine(None)

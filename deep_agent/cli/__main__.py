@@ -1,3 +1,3 @@
-from deep_agent.cli.app import main
+from deep_agent.cli._app import main
 
 raise SystemExit(main())

@@ -11,8 +11,8 @@ Example::
                               settings=DelegationSettings.of(risky_tools=RISKY_TOOLS))
 """
 
-from deep_agent.tools.catalog import BUILTIN_TOOL_NAMES, RISKY_TOOLS, builtin_tools, tools_not_provided
-from deep_agent.tools.workspace import MAX_OUTPUT_CHARS, Workspace
+from deep_agent.tools._catalog import BUILTIN_TOOL_NAMES, RISKY_TOOLS, builtin_tools, tools_not_provided
+from deep_agent.tools._workspace import MAX_OUTPUT_CHARS, Workspace
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",

@@ -24,9 +24,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.graphs import user
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 deepagents = pytest.importorskip("deepagents")
 from deepagents.backends.utils import create_file_data  # noqa: E402
@@ -215,7 +215,7 @@ def test_without_the_extra_deepagents_names_and_arguments_say_what_to_install():
         import deep_agent
         assert "deepagents" not in sys.modules
         from deep_agent import create_deep_agent
-        from deep_agent.testing import ScriptedChatModel
+        from deep_agent._testing import ScriptedChatModel
         for name in ("FilesystemPermission", "register_harness_profile", "__version__", "backends"):
             try:
                 exec(f"from deep_agent import {name}")

@@ -22,7 +22,7 @@ from deep_agent import (  # swapped: deepagents, deepagents.middleware, deepagen
     SubAgentMiddleware,
     create_deep_agent,
 )
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.graphs import user
 
 pytest.importorskip("deepagents")

@@ -33,7 +33,7 @@ from langgraph.types import Command, interrupt
 from pydantic import BaseModel, Field
 
 from deep_agent import AsyncSubAgent, CompiledSubAgent, create_deep_agent  # swapped: deepagents
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 pytest.importorskip("deepagents")
 

@@ -218,7 +218,7 @@ def aegra_pair(cache_dir: Path, postgres: PostgresServer,
     ``env``: more of aegra's settings, e.g. shorter worker leases
     (:data:`QUICK_RECOVERY`) for tests that kill an instance, or an
     ``AEGRA_CONFIG`` of other graphs, which may be the project's own
-    (:mod:`deep_agent.server_graphs`: ``PYTHONPATH`` is the project's root).
+    (:mod:`deep_agent._server_graphs`: ``PYTHONPATH`` is the project's root).
     """
     venv = aegra_venv(cache_dir)
     database = postgres.create_database()
@@ -243,7 +243,7 @@ def aegra_pair(cache_dir: Path, postgres: PostgresServer,
 
 
 PROJECT_GRAPHS = ("scripted_delegator", "scripted_worker", "graph")
-"""The project's graphs the served pair serves (``deep_agent/server_graphs.py``), beside the aegra child's."""
+"""The project's graphs the served pair serves (``deep_agent/_server_graphs.py``), beside the aegra child's."""
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableLambda
 
-from deep_agent.testing import tool_call
+from deep_agent._testing import tool_call
 from helpers.graphs import echo  # noqa: F401 - the same echo tool, for the files importing it from here
 from subagents import CompiledSubagent, TaskRecord
 

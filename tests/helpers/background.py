@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from deep_agent.testing import tool_call
+from deep_agent._testing import tool_call
 from helpers import REPO, TESTS
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 NOTICE = "Background task updates"
 
@@ -120,7 +120,7 @@ def remote_parent(url: str, jobs: list[str], graph_id: str = "scripted_worker", 
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from deep_agent.testing import ScriptedChatModel
+    from deep_agent._testing import ScriptedChatModel
     from middleware import BackgroundSubagentMiddleware
 
     spec = {"name": "remote-worker", "description": "Works on a LangGraph Server.", "graph_id": graph_id,
@@ -155,7 +155,7 @@ def ledger(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def starts_one_worker_task() -> Any:
     """A parent model that starts one background ``worker`` task ("do X") on "go", then answers "ok"."""
-    from deep_agent.testing import ScriptedChatModel
+    from deep_agent._testing import ScriptedChatModel
 
     return ScriptedChatModel(
         rules=[("go", [{"tool_calls": [tool_call("start_async_task", description="do X",
@@ -165,8 +165,8 @@ def starts_one_worker_task() -> Any:
 
 def steer(middleware: Any, state: dict[str, Any], task_id: str, text: str, parent_model: Any) -> str:
     """Send ``text`` to a running local task as the parent's ``update_async_task`` would; what it was told."""
-    from subagents.background.local import known_task
-    from subagents.outcome import TaskCall
+    from subagents.background._local import known_task
+    from subagents._outcome import TaskCall
 
     task = known_task(task_id)
     assert task is not None, f"task {task_id} is not running in this process"

@@ -31,7 +31,7 @@ def entry_point() -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("deep-agent")
-    return [found] if found else [sys.executable, "-m", "deep_agent.cli.app"]
+    return [found] if found else [sys.executable, "-m", "deep_agent.cli._app"]
 
 
 def home_beside(cwd: Path) -> Path:

@@ -29,15 +29,15 @@ from typing import Any
 import langgraph.checkpoint.sqlite  # noqa: F401
 import langgraph.checkpoint.sqlite.aio  # noqa: F401
 
-import deep_agent.cli.agents  # noqa: F401
-import deep_agent.cli.app
-import deep_agent.cli.inspect  # noqa: F401
-import deep_agent.cli.run  # noqa: F401
-import deep_agent.cli.session  # noqa: F401
-import deep_agent.cli.store  # noqa: F401
-import deep_agent.factory  # noqa: F401
+import deep_agent.cli._agents  # noqa: F401
+import deep_agent.cli._app
+import deep_agent.cli._inspect  # noqa: F401
+import deep_agent.cli._run  # noqa: F401
+import deep_agent.cli._session  # noqa: F401
+import deep_agent.cli._store  # noqa: F401
+import deep_agent._factory  # noqa: F401
 
-from deep_agent.tools import host_code
+from deep_agent.tools import _host_code as host_code
 
 _BASE_PATH = [p for p in sys.path if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
 """The interpreter's own path (standard library, site-packages): without PYTHONPATH (started with -P: no folder)."""
@@ -102,4 +102,4 @@ def serve() -> dict[str, Any] | None:
 if __name__ == "__main__":
     if (request := serve()) is not None:
         _child(request)
-        sys.exit(deep_agent.cli.app.main())
+        sys.exit(deep_agent.cli._app.main())

@@ -6,7 +6,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 # Long enough that no library asks the child for a fuller report.
 ANSWER = "Findings: " + "the search shows the answer in detail, with sources. " * 5

@@ -1,6 +1,6 @@
 """Press Ctrl-C at named steps of ``deep-agent run`` (``python -m ctrl_c_points POINT PROJECT ...``): each run a process
 
-Each run is the command line's own (``deep_agent.cli.app.main``) on the scripted
+Each run is the command line's own (``deep_agent.cli._app.main``) on the scripted
 model ``cli_scripts:three_children``, in its PROJECT folder (one of
 :func:`helpers.cli.make_project`). A LangChain callback handler, added to every
 run through ``register_configure_hook`` (LangChain's public hook), raises a real
@@ -113,7 +113,7 @@ register_configure_hook(HANDLER, True)
 
 
 def main(point_name: str) -> None:
-    from deep_agent.cli.app import main as deep_agent
+    from deep_agent.cli._app import main as deep_agent
 
     handler = CtrlCAt(POINTS[point_name])
     HANDLER.set(handler)
@@ -131,10 +131,10 @@ def each_in_a_fork(cases: list[str]) -> None:
     # Once, before the forks: what every run imports, and its scan of the installed packages (the same path).
     import langgraph.checkpoint.sqlite.aio  # noqa: F401
 
-    import deep_agent.cli.run  # noqa: F401
-    import deep_agent.cli.session  # noqa: F401
-    import deep_agent.factory  # noqa: F401
-    from deep_agent.tools import host_code
+    import deep_agent.cli._run  # noqa: F401
+    import deep_agent.cli._session  # noqa: F401
+    import deep_agent._factory  # noqa: F401
+    from deep_agent.tools import _host_code as host_code
     from helpers.cli import terminal_env
 
     host_code.import_names()

@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain_core.tools import tool
 
-from deep_agent.testing import tool_call
+from deep_agent._testing import tool_call
 
 
 @tool

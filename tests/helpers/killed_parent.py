@@ -26,10 +26,10 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers import REPO
 from middleware import BackgroundSubagentMiddleware
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 TASKS = 10
 DIE_AFTER = 3

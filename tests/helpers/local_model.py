@@ -79,7 +79,7 @@ class LocalModel:
 
 
 def _missing() -> str | None:
-    from deep_agent.local_model import LocalModelUnavailable, packaged_gguf
+    from deep_agent._local_model import LocalModelUnavailable, packaged_gguf
 
     if importlib.util.find_spec("xllamacpp") is None:
         return "xllamacpp is not installed (the realmodel extra)"

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers import TESTS
 from helpers.agent_files import DETAIL
 

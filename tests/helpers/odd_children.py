@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 
 class Boom(BaseException):

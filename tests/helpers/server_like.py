@@ -10,7 +10,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 
 
 class ServerLikeModel(ScriptedChatModel):

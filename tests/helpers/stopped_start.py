@@ -24,11 +24,11 @@ from langchain.agents import create_agent
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.attacks import _invoke
 from helpers.graphs import user
 from middleware import BackgroundSubagentMiddleware
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 REMOTE_WORKER = "remote-worker"
 READY_TIMEOUT_S = 30

@@ -14,7 +14,7 @@ import time
 
 from langchain_core.language_models import BaseChatModel
 
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 
 
 class SyncOnlyModel(ScriptedChatModel):

@@ -40,7 +40,7 @@ def imported_modules(tree: ast.AST) -> list[str]:
             found.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append(node.module)
-            # `from middleware import task_tool` reaches into a module just the same
+            # `from middleware import _task_tool as task_tool` reaches into a module just the same
             found.extend(f"{node.module}.{alias.name}" for alias in node.names if alias.name.startswith("_"))
     return found
 
@@ -250,7 +250,7 @@ def _layout_page_modules() -> list[str]:
 
 def test_one_delegation_crosses_the_modules_the_layout_page_lists_in_its_order() -> None:
     # In a process of its own: once a process has run a metered graph, every callback manager crosses the
-    # meter's module first (subagents.metering._meter_node_calls), so another test's budget would reorder it.
+    # meter's module first (subagents._metering._meter_node_calls), so another test's budget would reorder it.
     done = subprocess.run([sys.executable, "-m", "bench.trace"], cwd=ROOT, capture_output=True, text=True,
                           timeout=300, check=True)
     assert json.loads(done.stdout.splitlines()[0])["order"] == _layout_page_modules()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from langchain_core.messages import ToolMessage
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 STARTED = "Started two background edits of notes.txt."
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 FINAL_ANSWER = "Done: one edit applied, one rejected, the survey runs in the background."
 

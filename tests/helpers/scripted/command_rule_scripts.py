@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import BaseMessage, ToolMessage
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 RULED_COMMANDS = ["git diff; touch chained.txt", "touch plain.txt", "git diff --stat > diff.txt",
                   "git diff --stat"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 HOSTILE = ("first line\n"
            "\x1b[2J\x1b[H"                                   # clear the screen, cursor home

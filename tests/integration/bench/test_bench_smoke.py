@@ -203,9 +203,9 @@ def test_the_knockout_set_runs_at_tiny_sizes_and_stays_opt_in() -> None:
 
 def test_each_knockout_level_takes_off_what_it_names_and_the_patches_are_undone() -> None:
     """The knock-out is an instrument: a level that silently kept its part would make its figure a lie."""
-    import middleware.subagents as delegating
+    import middleware._subagents as delegating
     from bench import knockout, overhead
-    from subagents.runner import Delegation
+    from subagents._runner import Delegation
 
     original = (Delegation.configure, Delegation.open_transcript, delegating.outcome_command)
     agent = overhead._agents()["ours"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from deep_agent.cli.app import main as cli
+from deep_agent.cli._app import main as cli
 from helpers.agent_files import BAD, BAD_CASES, GOOD, SKILLS, agent_md, write
 
 
@@ -101,7 +101,7 @@ def test_the_approval_prompt_shows_the_call_as_it_is_never_as_markup_or_raw_esca
 
     from rich.console import Console
 
-    from deep_agent.cli.approvals import TerminalAsker
+    from deep_agent.cli._approvals import TerminalAsker
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -51,7 +51,7 @@ def test_run_then_tasks_and_transcript_read_the_sqlite_state(project):
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from deep_agent.cli.store import read_thread
+    from deep_agent.cli._store import read_thread
 
     with sqlite3.connect(project / ".deep_agent" / "state.sqlite") as conn:
         ledger = read_thread(SqliteSaver(conn), "t-cli")["subagent_tasks"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from deep_agent.cli.store import read_thread
+from deep_agent.cli._store import read_thread
 from helpers.cli import ANSI, SCRIPTS, cli, entry_point, make_project, terminal_env
 
 ORIGINAL = "These are teh notes of the project.\n"

@@ -32,7 +32,7 @@ def thread_messages(state: Path, thread: str) -> list:
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from deep_agent.factory import saved_messages
+    from deep_agent._factory import saved_messages
 
     with sqlite3.connect(state / "state.sqlite") as conn:
         saver = SqliteSaver(conn)
@@ -165,7 +165,7 @@ def test_a_connection_error_names_the_url_tried(project):
 
 
 def test_help_does_not_load_langchain():
-    code = ("import sys; from deep_agent.cli.app import build_parser; build_parser(); "
+    code = ("import sys; from deep_agent.cli._app import build_parser; build_parser(); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langchain', 'langgraph', 'rich')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -74,7 +74,7 @@ def test_an_mcp_servers_stderr_is_printed_above_the_live_tree(tmp_path: Path) ->
 RELAY_SCRIPT = """
 import subprocess, sys, time
 from rich.console import Console
-from deep_agent.cli.live_view import relayed_stderr
+from deep_agent.cli._live_view import relayed_stderr
 
 marker = sys.argv[1]
 writer = ("import sys, time; sys.stderr.write('during the view\\\\n'); sys.stderr.flush(); time.sleep(1.0); "
@@ -110,7 +110,7 @@ import faulthandler, os, subprocess, sys, time
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
-from deep_agent.cli.live_view import relayed_stderr
+from deep_agent.cli._live_view import relayed_stderr
 
 mode = sys.argv[1]
 console = Console(force_terminal=True)
@@ -154,7 +154,7 @@ import subprocess, sys, time
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
-from deep_agent.cli.live_view import relayed_stderr
+from deep_agent.cli._live_view import relayed_stderr
 
 TITLE = r"printf '\\033]0;%s\\007' "
 console = Console(force_terminal=True)

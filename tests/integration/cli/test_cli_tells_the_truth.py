@@ -87,7 +87,7 @@ def test_the_transcript_of_a_failed_task_ends_with_its_error(failed_run):
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from deep_agent.cli.store import read_thread
+    from deep_agent.cli._store import read_thread
 
     with sqlite3.connect(failed_run / ".deep_agent" / "state.sqlite") as conn:
         (task_id,) = read_thread(SqliteSaver(conn), "t-fail")["subagent_tasks"]
@@ -113,5 +113,5 @@ def test_an_unknown_flag_shows_the_usage_of_the_command_it_was_given_to(tmp_path
 def test_a_misplaced_agents_folder_is_named_in_a_note(tmp_path):
     (tmp_path / ".claude" / "agent").mkdir(parents=True)
     (tmp_path / "home").mkdir()
-    run = cli("run", "hi", "--model", "scripted:deep_agent.demo:demo_model", cwd=tmp_path)
+    run = cli("run", "hi", "--model", "scripted:deep_agent._demo:demo_model", cwd=tmp_path)
     assert ".claude/agent/ is not read: agent files go in .claude/agents/" in " ".join(run.stdout.split())

@@ -51,7 +51,7 @@ def test_the_test_run_sees_no_provider_keys_or_endpoints():
 def test_the_trap_environment_really_goes_online_outside_the_test_command():
     """Without the test command's scrub, these variables pick a real model that fails to connect."""
     probe = (
-        "from deep_agent.model_choice import choose_model\n"
+        "from deep_agent._model_choice import choose_model\n"
         "model = choose_model(None).with_retry(stop_after_attempt=1)\n"
         "try:\n    model.invoke('hi')\nexcept Exception as exc:\n    print(type(exc).__name__, exc)\n"
         "else:\n    print('answered')\n"

@@ -9,7 +9,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers.graphs import user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 from helpers import REPO as ROOT
 

@@ -13,15 +13,15 @@ import pytest
 
 from helpers.graphs import echo, records, tool_messages, user
 from deep_agent import create_deep_agent
-from deep_agent.cli.app import main as cli
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent.cli._app import main as cli
+from deep_agent._testing import ScriptedChatModel, tool_call
 from bench.dev_server import free_port
-from subagents import runner as runner_module
-from subagents.definitions.mcp import TASK_ID_METADATA_KEY
+from subagents import _runner as runner_module
+from subagents.definitions._mcp import TASK_ID_METADATA_KEY
 from helpers.agent_files import DETAIL, write
 from helpers.background import returns
 from helpers.mcp_tasks import SERVERS, alive, delegate, pids, report, stdio
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 pytestmark = pytest.mark.server
 
@@ -186,7 +186,7 @@ def test_background_tasks_each_own_their_connection(run, tmp_path):
 
     from helpers.background import start, started_ids, wait_for
     from middleware import BackgroundSubagentMiddleware
-    from subagents.background.local import known_task
+    from subagents.background._local import known_task
 
     pid_file = tmp_path / "pids"
     spec = {"name": "who", "description": "asks", "mcp_config": {"srv": stdio(env={"MCP_PID_FILE": str(pid_file)})}}
@@ -213,7 +213,7 @@ def test_a_headers_environment_names_are_read_from_the_environment(monkeypatch):
 
     from langchain_mcp_adapters.sessions import create_session
 
-    from subagents.definitions.mcp import connection_for
+    from subagents.definitions._mcp import connection_for
 
     seen: list[dict[str, str]] = []
 

@@ -15,13 +15,13 @@ import pytest
 
 from helpers.graphs import records, user
 from deep_agent import create_deep_agent
-from subagents.errors import TaskTimeout
-from subagents.metering import TaskMeter
-from subagents.definitions.mcp import McpServerError, McpTool
+from subagents._errors import TaskTimeout
+from subagents._metering import TaskMeter
+from subagents.definitions._mcp import McpServerError, McpTool
 from helpers import TESTS
 from helpers.background import returns
 from helpers.mcp_tasks import _napping, alive, pids
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 pytestmark = pytest.mark.server
 

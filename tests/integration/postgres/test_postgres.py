@@ -26,12 +26,12 @@ from langchain_core.tools import tool
 from langgraph.types import Command
 
 from helpers.background import NOTICE, ledger, notices, on_task, run_script, start, started_ids, wait_for
-from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.ledger import saved_value
-from subagents.ledger import LedgerChannel
-from subagents.ledger import merge_records
+from deep_agent._testing import ScriptedChatModel, tool_call
+from subagents._ledger import saved_value
+from subagents._ledger import LedgerChannel
+from subagents._ledger import merge_records
 from helpers.postgres import cli, project, rows  # noqa: F401 - project is a fixture
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 pytestmark = pytest.mark.postgres
 
@@ -130,7 +130,7 @@ def test_an_unreachable_database_is_one_line_that_never_shows_the_password(tmp_p
 
 
 def test_a_database_url_is_described_without_its_password_and_other_schemes_are_refused():
-    from deep_agent.cli.store import DatabaseError, describe_url, open_checkpointer
+    from deep_agent.cli._store import DatabaseError, describe_url, open_checkpointer
 
     url = "postgresql://me:pw@db.example:6543/agents?sslmode=require"
     assert describe_url(url) == "postgresql://me@db.example:6543/agents"

@@ -14,8 +14,8 @@ import string
 
 import pytest
 
-from deep_agent.cli.errors import UsageError
-from deep_agent.cli.store import MAX_DB_THREAD_ID_BYTES, check_thread_id
+from deep_agent.cli._errors import UsageError
+from deep_agent.cli._store import MAX_DB_THREAD_ID_BYTES, check_thread_id
 from helpers.postgres import cli, project, rows  # noqa: F401 - the project fixture
 
 pytestmark = pytest.mark.postgres

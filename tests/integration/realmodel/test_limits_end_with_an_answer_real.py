@@ -15,10 +15,10 @@ from helpers.graphs import parent_script, records, tool_messages, user
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel
-import middleware.limits
-from middleware.limits import ForceToolUse
-from subagents.settings import DelegationSettings
+from deep_agent._testing import ScriptedChatModel
+import middleware._limits
+from middleware._limits import ForceToolUse
+from subagents._settings import DelegationSettings
 
 pytestmark = pytest.mark.realmodel
 
@@ -34,7 +34,7 @@ def test_smollm2_looping_under_max_turns_ends_with_an_answer_of_its_own(local_mo
     import asyncio
 
     # Every model call that offers a tool is forced to use one, not only a turn's first: a child that loops.
-    monkeypatch.setattr(middleware.limits, "is_first_call_of_turn", lambda messages: True)
+    monkeypatch.setattr(middleware._limits, "is_first_call_of_turn", lambda messages: True)
 
     import httpx
 

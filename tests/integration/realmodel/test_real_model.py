@@ -22,12 +22,12 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import ForceDelegation, SubAgentMiddleware
-from middleware.limits import ForcedDelegation
+from middleware._limits import ForcedDelegation
 from subagents import read_transcript, wait_for_background
 from subagents.background import BackgroundRuntime
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 pytestmark = pytest.mark.realmodel
 
@@ -160,7 +160,7 @@ def test_the_compatible_client_sends_empty_content_and_max_tokens_which_the_serv
     import httpx
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-    from deep_agent.local_model import OpenAICompatibleChat
+    from deep_agent._local_model import OpenAICompatibleChat
 
     sent: list[dict[str, Any]] = []
     client = httpx.Client(event_hooks={"request": [lambda r: sent.append(json.loads(r.read()))]})

@@ -19,9 +19,9 @@ from helpers.graphs import records, user
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import ForceDelegation, ForceToolUse, ReturnChildAnswer
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 pytestmark = pytest.mark.realmodel
 

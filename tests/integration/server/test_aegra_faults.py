@@ -34,8 +34,8 @@ from helpers.graphs import user
 from helpers.killed_parent import agent_on, count, crash, harmless_die, server_threads, start_calls, stop_all
 from helpers.postgres import PostgresServer, running_postgres
 
-from subagents.background.remote import RemoteSubagentSpec, RemoteTaskRunner
-from subagents.errors import ServerUnavailable
+from subagents.background._remote import RemoteSubagentSpec, RemoteTaskRunner
+from subagents._errors import ServerUnavailable
 
 pytestmark = [pytest.mark.postgres, pytest.mark.xdist_group("aegra-faults")]
 

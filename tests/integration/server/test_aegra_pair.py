@@ -21,7 +21,7 @@ import pytest
 from helpers.aegra import AegraInstance
 from langgraph_sdk import get_client
 
-from subagents.background.remote import RemoteSubagentSpec, RemoteTaskRunner
+from subagents.background._remote import RemoteSubagentSpec, RemoteTaskRunner
 
 LIVE = ("pending", "running")
 SETTLE_DEADLINE_S = 120  # generous: a loaded machine

@@ -25,9 +25,9 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.local_model import OpenAICompatibleChat
+from deep_agent._local_model import OpenAICompatibleChat
 from subagents.background import BackgroundRuntime
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 pytestmark = pytest.mark.server
 
@@ -177,7 +177,7 @@ def _openai_models(url: str) -> list[Any]:
 
 @pytest.mark.parametrize("index", range(4), ids=["ChatOpenAI", "OpenAICompatibleChat", "Azure", "proxied"])
 def test_a_background_copy_keeps_the_models_settings_and_gets_a_client_of_its_own(index):
-    from subagents.definitions.models import CLIENT_FIELDS, with_own_async_client
+    from subagents.definitions._models import CLIENT_FIELDS, with_own_async_client
 
     model = _openai_models("http://127.0.0.1:9/v1")[index]
     copy, close = with_own_async_client(model)
@@ -192,7 +192,7 @@ def test_a_background_copy_keeps_the_models_settings_and_gets_a_client_of_its_ow
 def test_an_anthropic_copy_keeps_the_models_settings_and_sends_on_a_pool_of_its_own(server):
     from langchain_anthropic import ChatAnthropic
 
-    from subagents.definitions.models import with_own_async_client
+    from subagents.definitions._models import with_own_async_client
 
     model = ChatAnthropic(model="claude-scripted", base_url=server.anthropic_url, api_key="x", max_retries=0,
                           timeout=30, max_tokens=9, default_headers={"x-team": "a"})
@@ -215,9 +215,9 @@ def test_an_anthropic_copy_keeps_the_models_settings_and_sends_on_a_pool_of_its_
 def test_a_client_the_caller_chose_is_kept_with_a_warning_and_a_scripted_model_as_it_is():
     import openai
 
-    from deep_agent.testing import ScriptedChatModel
-    from subagents.definitions.models import with_own_async_client
-    from subagents.errors import SharedModelClient
+    from deep_agent._testing import ScriptedChatModel
+    from subagents.definitions._models import with_own_async_client
+    from subagents._errors import SharedModelClient
 
     model = ChatOpenAI(model="scripted", api_key="x", http_async_client=openai.DefaultAsyncHttpxClient())
     with pytest.warns(SharedModelClient):

@@ -34,9 +34,9 @@ from helpers.background import (  # noqa: F401 - background is a fixture
     wait_for,
 )
 from helpers.graphs import user
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 WORKER = {"name": "worker", "description": "Works on jobs.", "max_turns": 2000}
 

@@ -23,9 +23,9 @@ from helpers.background import (
     wait_for,
 )
 from helpers.graphs import user
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 def remote_specs(url: str) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from helpers.background import (  # noqa: F401 - background is a fixture
     wait_for,
 )
 from helpers.graphs import user
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
 
 WORKER = {"name": "worker", "description": "Works on long jobs.", "max_turns": 2000}

@@ -18,7 +18,7 @@ from typing import Any
 
 from langgraph_sdk import get_client
 
-from subagents.background.remote import RemoteClientPool, RemoteSubagentSpec, RemoteTaskRunner
+from subagents.background._remote import RemoteClientPool, RemoteSubagentSpec, RemoteTaskRunner
 
 LIVE = ("pending", "running")
 DEADLINE_S = 120  # generous: a loaded machine

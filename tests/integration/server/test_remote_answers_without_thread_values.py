@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from helpers.fault_servers import RecordingServer
 
-from subagents.background.remote import RemoteSubagentSpec, RemoteTaskRunner
+from subagents.background._remote import RemoteSubagentSpec, RemoteTaskRunner
 
 ANSWER = {"messages": [{"type": "human", "content": "go"},
                        {"type": "ai", "content": "the real answer", "usage_metadata": {"input_tokens": 4,

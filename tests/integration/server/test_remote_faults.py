@@ -17,15 +17,15 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers.background import NOTICE, as_json, last_tool_result, ledger, notices, on_task, returns, start, wait_for
 from helpers.graphs import Runner, user
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.fault_servers import FaultProxy, RecordingServer
 from middleware import BackgroundSubagentMiddleware
 from subagents import BackgroundRuntime, SpecError, wait_for_background
-from subagents.background.remote import RemoteStartError, RemoteSubagentSpec, RemoteTaskRunner, task_thread_id
-from subagents.background.remote import RemoteClientPool, shared_client_pool
-from subagents.background.remote import ServerHealth
-from subagents.spec import RemoteConfigError
-from subagents.settings import DelegationSettings
+from subagents.background._remote import RemoteStartError, RemoteSubagentSpec, RemoteTaskRunner, task_thread_id
+from subagents.background._remote import RemoteClientPool, shared_client_pool
+from subagents.background._remote import ServerHealth
+from subagents._spec import RemoteConfigError
+from subagents._settings import DelegationSettings
 
 _RT: BackgroundRuntime
 """One runtime for the direct runner calls of this module, opened and closed by the fixture below."""

@@ -1,7 +1,7 @@
 """Same-deployment mode on aegra: a remote spec without a url runs its child on the aegra it runs on.
 
 The session's aegra pair (``helpers/aegra.py``) serves the project's own
-``scripted_delegator`` and ``scripted_worker`` (``deep_agent/server_graphs.py``).
+``scripted_delegator`` and ``scripted_worker`` (``deep_agent/_server_graphs.py``).
 The delegator's background subagent names ``graph_id`` only; its start must
 create the child's thread and run on that same aegra deployment (reached
 in-process, through aegra's app) and the parent's next turn must report the

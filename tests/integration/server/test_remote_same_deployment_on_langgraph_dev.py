@@ -1,6 +1,6 @@
 """Same-deployment mode: a remote spec without a url runs its child on the server its parent runs on.
 
-``scripted_delegator`` (``deep_agent/server_graphs.py``) is a parent served
+``scripted_delegator`` (``deep_agent/_server_graphs.py``) is a parent served
 by ``langgraph dev`` whose background subagent names ``graph_id`` only. Its
 start must create the child's thread and run on that same server (reached
 in-process), and the parent's next turn must report the child's answer.

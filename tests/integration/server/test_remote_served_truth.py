@@ -19,7 +19,7 @@ from helpers.graphs import user
 from langgraph_sdk import get_sync_client
 
 from subagents import wait_for_background
-from subagents.background.remote import SEQUENTIAL_FAILURES_TO_OPEN, RemoteClientPool, ServerHealth
+from subagents.background._remote import SEQUENTIAL_FAILURES_TO_OPEN, RemoteClientPool, ServerHealth
 
 LIVE = ("pending", "running")
 

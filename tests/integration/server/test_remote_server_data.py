@@ -19,12 +19,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.fault_servers import RecordingServer
-from subagents.background.remote import RemoteSubagentSpec, RemoteTaskRunner
-from subagents.metering import MAX_REPORTED_TOKENS
-from subagents.background.remote import MAX_USAGE, fields_from_thread, usage
-from subagents.settings import DelegationSettings
+from subagents.background._remote import RemoteSubagentSpec, RemoteTaskRunner
+from subagents._metering import MAX_REPORTED_TOKENS
+from subagents.background._remote import MAX_USAGE, fields_from_thread, usage
+from subagents._settings import DelegationSettings
 
 DONE = {"messages": [{"type": "ai", "content": "all done", "usage_metadata": {"input_tokens": 3, "output_tokens": 2}}]}
 

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from subagents import RemoteSubagentSpec
-from subagents.background.remote import RemoteClientPool
+from subagents.background._remote import RemoteClientPool
 
 
 def _self_signed(folder: Path) -> tuple[Path, Path]:

@@ -18,13 +18,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers.background import ledger, returns, start
 from helpers.graphs import user
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 from helpers.fault_servers import FaultProxy
 from middleware import BackgroundSubagentMiddleware
 from subagents import wait_for_background
-from subagents.background.remote import RemoteClientPool
-from subagents.background.remote import ServerHealth
-from subagents.settings import DelegationSettings
+from subagents.background._remote import RemoteClientPool
+from subagents.background._remote import ServerHealth
+from subagents._settings import DelegationSettings
 
 
 def worker(url: str, **extra: Any) -> dict[str, Any]:

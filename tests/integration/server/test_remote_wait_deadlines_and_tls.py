@@ -13,9 +13,9 @@ import pytest
 from helpers.fault_servers import RecordingServer
 
 from subagents import wait_for_background
-from subagents.registry import SubagentRegistry
-from subagents.spec import RemoteSubagentSpec
-from subagents.background.tasks import BackgroundTasks
+from subagents._registry import SubagentRegistry
+from subagents._spec import RemoteSubagentSpec
+from subagents.background._tasks import BackgroundTasks
 
 
 class _StandIn(RecordingServer):
@@ -112,7 +112,7 @@ def test_a_ca_file_rewritten_in_place_is_honoured_not_pinned(tmp_path, monkeypat
     import asyncio
     import ssl
 
-    from subagents.background.remote import RemoteClientPool
+    from subagents.background._remote import RemoteClientPool
 
     old_ca, old_chain, old_key = _ca_and_server_cert(tmp_path, "old")
     new_ca, new_chain, new_key = _ca_and_server_cert(tmp_path, "new")

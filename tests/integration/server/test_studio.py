@@ -11,7 +11,7 @@ from helpers import REPO as ROOT
 def test_langgraph_json_exposes_the_deep_agent_and_the_subagent_graphs():
     config = json.loads((ROOT / "langgraph.json").read_text())
     assert config["dependencies"] == ["."]
-    assert config["graphs"]["deep_agent"] == "./deep_agent/server_graphs.py:graph"
+    assert config["graphs"]["deep_agent"] == "./deep_agent/_server_graphs.py:graph"
     assert {"scripted_worker", "scripted_approver"} <= set(config["graphs"])
 
 

@@ -13,9 +13,9 @@ import time
 
 from rich.console import Console
 
-from deep_agent.cli.live_view import TaskTree
-from deep_agent.cli.session import summary_table
-from deep_agent.cli.store import TaskRow
+from deep_agent.cli._live_view import TaskTree
+from deep_agent.cli._session import summary_table
+from deep_agent.cli._store import TaskRow
 
 
 def shown(renderable: object) -> str:

@@ -13,11 +13,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from helpers.background import NOTICE, start, wait_for
 from helpers.graphs import user
 from deep_agent import aanswer_approval, answer_approval, create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import BackgroundRuntime
 from subagents.background import known_task
-from subagents.errors import TaskStateError
-from subagents.settings import DelegationSettings
+from subagents._errors import TaskStateError
+from subagents._settings import DelegationSettings
 
 published: list[str] = []
 

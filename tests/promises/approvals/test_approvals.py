@@ -8,7 +8,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.attacks import MODES, _assert_one_message_and_record_per_call, _invoke, _parallel, _user
 from helpers.graphs import call, checkpointer, tool_messages, user
 

@@ -23,7 +23,7 @@ from helpers.background import (  # noqa: F401 - background is a fixture
     wait_for,
 )
 from helpers.graphs import user
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 PUBLISHER = {"name": "publisher", "description": "Publishes.", "tools": ["publish"],
              "interrupt_on": {"publish": True}}

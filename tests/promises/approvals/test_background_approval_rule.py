@@ -11,8 +11,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers.background import NOTICE, background, ledger, on_task, start, started_ids, wait_for  # noqa: F401
 from helpers.graphs import user
-from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.definitions.permissions import is_approval, pending_interrupts, resume_for
+from deep_agent._testing import ScriptedChatModel, tool_call
+from subagents.definitions._permissions import is_approval, pending_interrupts, resume_for
 
 BATCH = pending_interrupts([{"id": "i1", "value": {"action_requests": [{"name": "publish"}]}}])
 REFUSALS = [
@@ -92,7 +92,7 @@ def test_a_refusal_that_starts_with_ok_does_not_run_the_tool(run, background):
     ("OK, go", None, "OK, go"),
 ])
 def test_a_structured_decision_is_unambiguous(message, decision, sent):
-    from subagents.definitions.permissions import decided_message
+    from subagents.definitions._permissions import decided_message
 
     assert decided_message(message, decision) == sent
     expected = {"type": "approve"} if decision == "approve" else {"type": "reject", "message": sent}

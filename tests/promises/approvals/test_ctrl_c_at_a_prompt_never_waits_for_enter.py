@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from deep_agent.cli.approvals import TerminalAsker
-from deep_agent.cli.terminal import TypedLines
+from deep_agent.cli._approvals import TerminalAsker
+from deep_agent.cli._terminal import TypedLines
 
 HANG_GUARD_S = 60.0  # only a prompt that waits for Enter meets it
 

@@ -12,10 +12,10 @@ from langgraph.types import Command
 
 from helpers.graphs import tool_messages, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import SpecError
 from subagents.definitions import normalize_permission_mode
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 DETAIL = " Details: " + "every step was checked and recorded. " * 6
 APPROVE = Command(resume={"decisions": [{"type": "approve"}]})

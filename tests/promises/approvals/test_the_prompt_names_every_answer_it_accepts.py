@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from deep_agent.cli.approvals import PROMPT, TerminalAsker
+from deep_agent.cli._approvals import PROMPT, TerminalAsker
 
 
 class Terminal:

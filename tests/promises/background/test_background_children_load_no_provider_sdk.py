@@ -16,16 +16,16 @@ import sys
 
 from helpers import REPO
 from helpers.background import run_script
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 PROVIDER_SDKS = ("langchain_anthropic", "anthropic", "langchain_openai", "openai",
                  "langchain_google_genai", "google.genai")
 
 BUILDS_A_PROVIDER_MODEL = {
-    "deep_agent/model_choice.py": {"langchain_openai"},  # the command line's OpenAI model
-    "deep_agent/local_model.py": {"langchain_openai"},  # a local server's model, an OpenAI-compatible client
+    "deep_agent/_model_choice.py": {"langchain_openai"},  # the command line's OpenAI model
+    "deep_agent/_local_model.py": {"langchain_openai"},  # a local server's model, an OpenAI-compatible client
     # the copy of a model of that provider, imported only for one (see with_own_async_client)
-    "subagents/definitions/models.py": {"openai", "anthropic"},
+    "subagents/definitions/_models.py": {"openai", "anthropic"},
 }
 """Every library module that imports a provider SDK, and which: where a model of that provider is built."""
 
@@ -53,7 +53,7 @@ def _run_one_child() -> None:
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from deep_agent.testing import ScriptedChatModel, tool_call
+    from deep_agent._testing import ScriptedChatModel, tool_call
     from middleware import BackgroundSubagentMiddleware
     from subagents.background import wait_for_background
 

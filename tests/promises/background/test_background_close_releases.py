@@ -17,11 +17,11 @@ import pytest
 from helpers.background import NOTICE, start
 from langchain.agents import create_agent
 
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 from middleware import BackgroundSubagentMiddleware
 from subagents import wait_for_background
-from subagents.settings import DelegationSettings
-from subagents.transcripts import MEMORY
+from subagents._settings import DelegationSettings
+from subagents._transcripts import MEMORY
 
 TASKS = 200
 
@@ -64,7 +64,7 @@ def _collect() -> None:
 
 
 def _task_objects() -> int:
-    from subagents.background.local import ChildSession, LocalTask
+    from subagents.background._local import ChildSession, LocalTask
 
     return sum(isinstance(o, (LocalTask, ChildSession)) for o in gc.get_objects())
 

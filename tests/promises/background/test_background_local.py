@@ -23,9 +23,9 @@ from helpers.background import (  # noqa: F401 - background is a fixture
     wait_for,
 )
 from helpers.graphs import user
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents.background import AsyncTaskRecord, wait_for_background
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 def first_human(messages) -> str:

@@ -24,7 +24,7 @@ from helpers.background import (  # noqa: F401 - background is a fixture
     wait_for,
 )
 from helpers.graphs import user
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents.background import RuntimeClosed
 
 pytestmark = pytest.mark.busy  # .ci/run runs it again with every core hogged
@@ -135,7 +135,7 @@ def test_a_parent_outlives_a_background_loop_that_died(run, background):
 def test_a_child_blocking_the_loop_does_not_hold_the_parent_and_a_refused_cancel_never_runs_late(
         run, background, monkeypatch):
     """A blocking call inside async code (a sync HTTP client, time.sleep) stops the loop running anything."""
-    import subagents.background.runtime as loop_thread
+    import subagents.background._runtime as loop_thread
 
     monkeypatch.setattr(loop_thread, "STALL_S", 0.5)
     entered, release = threading.Event(), threading.Event()
@@ -210,7 +210,7 @@ def test_an_exit_raised_by_a_plain_callback_on_the_loop_fails_nothing_but_that_c
 def test_a_start_whose_caller_was_let_go_starts_nothing_when_the_loop_moves_again(background, monkeypatch):
     """The start had begun (its first step ran between two blocking stints), then the loop stalled again."""
     from subagents.background import RuntimeStalled
-    import subagents.background.runtime as loop_thread
+    import subagents.background._runtime as loop_thread
 
     monkeypatch.setattr(loop_thread, "STALL_S", 0.3)
     middleware = background()
@@ -235,7 +235,7 @@ def test_a_start_whose_caller_was_let_go_starts_nothing_when_the_loop_moves_agai
 
 def test_a_wait_on_a_blocked_loop_returns_false_never_raises(background, monkeypatch):
     from subagents import wait_for_background
-    import subagents.background.runtime as loop_thread
+    import subagents.background._runtime as loop_thread
 
     monkeypatch.setattr(loop_thread, "STALL_S", 0.3)
     middleware = background()

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from subagents.background.runtime import TABLE, MemoryOutcomes, SqliteOutcomes, outcome_for
+from subagents.background._runtime import TABLE, MemoryOutcomes, SqliteOutcomes, outcome_for
 
 OUTCOME = {"status": "completed", "result": "42", "owner": "local:h:1:s:r", "attempt": 1, "turns": 1}
 

@@ -10,7 +10,7 @@ import sys
 
 from helpers.background import wait_for
 from subagents import BackgroundRuntime
-from subagents.background.runtime import Owner, owner_state, process_start
+from subagents.background._runtime import Owner, owner_state, process_start
 
 
 def test_this_runtime_is_self_and_another_open_one_is_alive_until_closed():
@@ -61,7 +61,7 @@ def test_an_owner_on_another_host_is_gone_once_its_lease_has_lapsed(tmp_path):
     import time
 
     from subagents import BackgroundTasks, SubagentRegistry
-    from subagents.background.runtime import LEASE_S, SqliteOutcomes
+    from subagents.background._runtime import LEASE_S, SqliteOutcomes
 
     db = tmp_path / "parent.db"
     sqlite3.connect(db).close()
@@ -86,8 +86,8 @@ def test_a_running_task_renews_its_lease_in_the_checkpoint_file(tmp_path, monkey
     import sqlite3
 
     from subagents import BackgroundTasks, SubagentRegistry, TaskCall, coerce_spec
-    from subagents.background.runtime import SqliteOutcomes
-    from deep_agent.testing import ScriptedChatModel
+    from subagents.background._runtime import SqliteOutcomes
+    from deep_agent._testing import ScriptedChatModel
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     db = tmp_path / "parent.db"
@@ -96,7 +96,7 @@ def test_a_running_task_renews_its_lease_in_the_checkpoint_file(tmp_path, monkey
     registry = SubagentRegistry([coerce_spec({"name": "w", "description": "d", "model": slow})])
     call = TaskCall(subagent_type="w", description="job", parent_state={}, tool_call_id="c1",
                     parent_config={"configurable": {"thread_id": "t", "__pregel_checkpointer": saver}})
-    monkeypatch.setattr("subagents.background.runtime.LEASE_RENEW_S", 0.05)
+    monkeypatch.setattr("subagents.background._runtime.LEASE_RENEW_S", 0.05)
     store = SqliteOutcomes(str(db))
     with BackgroundRuntime() as runtime:
         tasks = BackgroundTasks(registry, runtime=runtime)

@@ -10,10 +10,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from helpers.background import background, as_json, ledger, start, started_ids, wait_for
 from helpers.graphs import tool_messages, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
 from middleware import SubAgentMiddleware
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 def thread() -> dict:
@@ -143,7 +143,7 @@ def test_the_ledger_reducer_merges_updates_field_by_field():
 
 
 def test_approval_messages_become_resume_values():
-    from subagents.definitions.permissions import pending_interrupts, resume_for
+    from subagents.definitions._permissions import pending_interrupts, resume_for
 
     batched = pending_interrupts([{"id": "i1", "value": {"action_requests": [{"name": "a"}, {"name": "b"}]}}])
     assert resume_for("Approved.", batched) == {"decisions": [{"type": "approve"}] * 2}
@@ -159,7 +159,7 @@ def test_approval_messages_become_resume_values():
 
 
 def test_a_background_child_leaves_a_transcript_like_a_task_call(tmp_path, background):
-    from subagents.transcripts import read_jsonl
+    from subagents._transcripts import read_jsonl
 
     model = ScriptedChatModel(
         rules=[("write it down", ["written " * 40]),

@@ -23,9 +23,9 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from helpers.background import background, start, started_ids  # noqa: F401 - background is a fixture
 from helpers.cpu_hog import cpu_hog, on_one_core
 from helpers.graphs import user
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents.background import wait_for_background
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 STARTS = 1000
 
@@ -63,7 +63,7 @@ def test_a_thousand_starts_on_a_busy_machine_are_all_started_and_all_run(backgro
 def test_a_blocking_call_on_the_loop_is_still_reported_on_a_busy_machine(background, monkeypatch):
     from subagents.background import RuntimeStalled
 
-    import subagents.background.runtime as loop_thread
+    import subagents.background._runtime as loop_thread
 
     monkeypatch.setattr(loop_thread, "STALL_S", 0.5)
     runtime = background().runtime

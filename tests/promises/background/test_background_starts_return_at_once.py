@@ -23,9 +23,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers.background import background, start, started_ids  # noqa: F401 - background is a fixture
 from helpers.graphs import user
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 from subagents.background import wait_for_background
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 pytestmark = pytest.mark.busy  # .ci/run runs it again with every core hogged
 
@@ -37,7 +37,7 @@ async def _spawned(runtime: Any, coro: Any) -> None:
 
 
 def test_starts_are_answered_while_the_loop_is_held_and_run_once_it_moves(run, background, monkeypatch):
-    import subagents.background.runtime as loop_thread
+    import subagents.background._runtime as loop_thread
 
     monkeypatch.setattr(loop_thread, "STALL_S", 0.5)  # the turn's own catch-up is let go after 0.5 s
     parent = ScriptedChatModel(rules=[

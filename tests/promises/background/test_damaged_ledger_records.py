@@ -18,10 +18,10 @@ from langgraph.types import Overwrite
 
 from helpers.background import as_json, background, ledger, notices, start, started_ids, wait_for
 from helpers.graphs import tool_messages, user
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import wait_for_background
 from subagents.background import merge_async_records
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 GOOD = {"id": "t1", "agent_type": "w", "runner": "remote", "status": "running", "thread_id": "th", "run_id": "r"}
 

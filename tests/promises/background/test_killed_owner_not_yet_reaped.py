@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from subagents.background.runtime import Owner, owner_state, process_start
+from subagents.background._runtime import Owner, owner_state, process_start
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs procfs (Linux)")
 

@@ -8,11 +8,11 @@ import re
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.background import background, ledger, start, started_ids  # noqa: F401 - the fixture
 from helpers.graphs import tool_messages, user
-from middleware.background import DEFAULT_LIST_TOTAL_CHARS, listed
-from subagents.settings import DelegationSettings
+from middleware._background import DEFAULT_LIST_TOTAL_CHARS, listed
+from subagents._settings import DelegationSettings
 
 TASKS = 200
 

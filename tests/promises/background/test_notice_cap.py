@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from helpers.background import ledger, notices, start
 from helpers.graphs import user
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 from middleware import BackgroundSubagentMiddleware
-from middleware.background import capped_notice
+from middleware._background import capped_notice
 from subagents import wait_for_background
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 TASKS = 60
 ANSWER = "x" * 5000

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from subagents.background.remote import fields_from
+from subagents.background._remote import fields_from
 
 RUN = {"run_id": "r1", "status": "success"}
 

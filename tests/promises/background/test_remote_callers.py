@@ -10,8 +10,8 @@ import pytest
 
 from helpers.fault_servers import RecordingServer
 from subagents import RemoteSubagentSpec
-from subagents.background.remote import RemoteClientPool, RemoteTaskRunner, ServerHealth, adopt_orphans
-from subagents.runner import TASK_ID_METADATA_KEY
+from subagents.background._remote import RemoteClientPool, RemoteTaskRunner, ServerHealth, adopt_orphans
+from subagents._runner import TASK_ID_METADATA_KEY
 
 KEYS = {"a": "key-of-tenant-a", "b": "key-of-tenant-b"}
 

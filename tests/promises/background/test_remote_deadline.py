@@ -11,7 +11,7 @@ import pytest
 
 from helpers.fault_servers import RecordingServer
 from subagents import RemoteSubagentSpec
-from subagents.background.remote import RemoteClientPool, RemoteTaskRunner, ServerHealth
+from subagents.background._remote import RemoteClientPool, RemoteTaskRunner, ServerHealth
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from helpers.fault_servers import RecordingServer
 
 from subagents import RemoteSubagentSpec
-from subagents.background.remote import FAILURES_TO_OPEN, RemoteClientPool, RemoteTaskRunner, ServerHealth
+from subagents.background._remote import FAILURES_TO_OPEN, RemoteClientPool, RemoteTaskRunner, ServerHealth
 
 LIVE = 200
 

@@ -23,7 +23,7 @@ from typing import Any
 from helpers.fault_servers import RecordingServer
 
 from subagents import RemoteSubagentSpec
-from subagents.background.remote import RemoteClientPool, RemoteTaskRunner
+from subagents.background._remote import RemoteClientPool, RemoteTaskRunner
 
 BUSY = [f"busy-{i}" for i in range(15)]
 ENDED = [f"ended-{i}" for i in range(5)]

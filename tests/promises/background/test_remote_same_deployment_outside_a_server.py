@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from subagents import RemoteSubagentSpec
-from subagents.background.remote import SERVER_MODULE, RemoteClientPool, RemoteTaskRunner
-from subagents.errors import RemoteConfigError
+from subagents.background._remote import SERVER_MODULE, RemoteClientPool, RemoteTaskRunner
+from subagents._errors import RemoteConfigError
 
 
 def test_a_spec_without_url_outside_a_server_fails_its_start_naming_the_spec():

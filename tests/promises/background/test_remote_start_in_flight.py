@@ -32,11 +32,11 @@ from helpers.stopped_start import stop_then_carry_on
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
-from subagents.background.ledger import AsyncTaskRecord
-from subagents.background.remote import task_thread_id
-from subagents.settings import DelegationSettings
+from subagents.background._ledger import AsyncTaskRecord
+from subagents.background._remote import task_thread_id
+from subagents._settings import DelegationSettings
 
 RUN_CREATE_DELAY_S = 1.5
 """How long the server takes to answer a run-create (it makes the run just before answering)."""

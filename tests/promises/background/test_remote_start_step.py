@@ -37,7 +37,7 @@ def test_a_step_of_starts_is_not_polled_by_the_model_call_after_it_and_is_by_the
 def test_each_start_of_a_turn_tells_the_runs_stream_as_it_lands(server, mode):
     import asyncio
 
-    from middleware.background import STARTED_EVENT
+    from middleware._background import STARTED_EVENT
 
     agent, middleware, config = remote_parent(server.url, [f"job {i}" for i in range(12)])
     try:

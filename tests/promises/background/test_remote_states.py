@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from subagents.background.remote import fields_from, fields_from_thread, with_state
+from subagents.background._remote import fields_from, fields_from_thread, with_state
 
 AI = {"type": "ai", "content": "All done.", "usage_metadata": {"input_tokens": 7, "output_tokens": 3}}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from subagents.background.tasks import JOIN_AT_MOST, settle_remote
+from subagents.background._tasks import JOIN_AT_MOST, settle_remote
 
 pytestmark = pytest.mark.busy  # .ci/run runs it again with every core hogged
 

@@ -17,10 +17,10 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 from helpers.background import starts_one_worker_task, steer
 from middleware import BackgroundSubagentMiddleware
-from subagents.background.local import known_task
+from subagents.background._local import known_task
 
 DEADLINE_S = 30.0
 CALLING, RELEASE = threading.Event(), threading.Event()

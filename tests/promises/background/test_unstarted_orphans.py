@@ -18,7 +18,7 @@ from helpers.fault_servers import RecordingServer
 from helpers.stopped_start import stop_then_carry_on
 from langchain_core.messages import AIMessage
 
-from subagents.background.remote import (
+from subagents.background._remote import (
     TASK_ID_METADATA_KEY,
     OrphanSearch,
     RemoteClientPool,

@@ -11,9 +11,9 @@ from __future__ import annotations
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents.background import wait_for_background
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 def test_a_poll_of_settled_tasks_says_they_settled() -> None:

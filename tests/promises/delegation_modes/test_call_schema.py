@@ -13,17 +13,17 @@ from pydantic import BaseModel
 
 from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
-from subagents.builder import (
+from subagents._builder import (
     MAX_SCHEMA_CHARS,
     OUTPUT_SCHEMA_RETRIES,
     SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY,
     OutputSchemaError,
     call_format,
 )
-from subagents.registry import GraphCache
-from subagents.settings import DelegationSettings
+from subagents._registry import GraphCache
+from subagents._settings import DelegationSettings
 
 VERDICT = {
     "type": "object",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.outcome import CONTINUATION_PROMPT
-from subagents.settings import DelegationSettings
+from deep_agent._testing import ScriptedChatModel, tool_call
+from subagents._outcome import CONTINUATION_PROMPT
+from subagents._settings import DelegationSettings
 
 FULL = "Full report:" + " details" * 40
 

@@ -14,10 +14,10 @@ from langgraph.graph.message import add_messages
 
 from helpers.graphs import call, checkpointer, records, tool_messages, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import TaskRecord
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 @tool

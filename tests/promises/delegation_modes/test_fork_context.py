@@ -13,12 +13,12 @@ from langgraph.graph.message import add_messages
 
 from helpers.graphs import records, tool_messages
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import SpecError, SubagentSpec, coerce_spec
-from subagents.definitions.agent_files import load_agent_file
-from subagents.boundary import fork_history, forked_input
-from subagents.settings import DelegationSettings
+from subagents.definitions._agent_files import load_agent_file
+from subagents._boundary import fork_history, forked_input
+from subagents._settings import DelegationSettings
 
 HISTORY = [
     HumanMessage("My favourite colour is teal.", id="h1"),
@@ -177,7 +177,7 @@ def test_a_background_task_can_fork_too():
 
     from helpers.background import start, started_ids, wait_for
     from middleware import BackgroundSubagentMiddleware
-    from subagents.background.local import known_task
+    from subagents.background._local import known_task
 
     model = ScriptedChatModel(rules=[("review in background", ["reviewed " * 40]),
                                      ("second opinion", [start(("review in background", "reviewer")), "started"])],

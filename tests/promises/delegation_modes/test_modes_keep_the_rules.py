@@ -9,9 +9,9 @@ from helpers.graphs import records, tool_messages, user
 from langchain.agents.middleware import after_model
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import Budget, get_transcript
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 SCHEMA = {"type": "object", "title": "Answer", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 CREATE = tool_call("create_subagent", name="made", description="made at run time", system_prompt="Work.")

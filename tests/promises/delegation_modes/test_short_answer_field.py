@@ -10,10 +10,10 @@ from pydantic import ValidationError
 from helpers.background import ledger, start
 from helpers.graphs import records, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import AgentFileError, SubagentSpec, load_agent_file, wait_for_background
-from subagents.outcome import CONTINUATION_PROMPT
-from subagents.settings import DelegationSettings
+from subagents._outcome import CONTINUATION_PROMPT
+from subagents._settings import DelegationSettings
 
 FULL = "Full report:" + " details" * 40
 

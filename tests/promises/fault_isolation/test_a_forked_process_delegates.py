@@ -10,10 +10,10 @@ import asyncio
 import os
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.graphs import records, user
 from helpers.processes import forked_exit_code
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 DELEGATE = {"tool_calls": [tool_call("task", description="Work.", subagent_type="w")]}
 

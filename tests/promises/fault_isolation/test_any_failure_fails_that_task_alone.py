@@ -27,7 +27,7 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt, GraphRecursionError
 from langgraph.store.memory import InMemoryStore
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.attacks import (
     MODES,
     _assert_one_message_and_record_per_call,
@@ -44,7 +44,7 @@ from subagents import (
     SubagentError,
     SubagentSpec,
 )
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 def _raising_middleware(hook: str, exc: BaseException) -> AgentMiddleware:
@@ -255,7 +255,7 @@ def test_a_keyboard_interrupt_a_child_raises_on_a_worker_thread_fails_that_task_
 def test_a_keyboard_interrupt_a_child_raises_under_the_ctrl_c_handler_fails_that_task_alone(mode):
     """With the library's Ctrl-C handler in place (the command line's), a Ctrl-C is noted before it raises:
     one the child raises without one is its own, on the main thread's event loop too."""
-    from subagents.runner import stop_on_ctrl_c
+    from subagents._runner import stop_on_ctrl_c
 
     with stop_on_ctrl_c():
         out = _child_with_async_tool_raising(KeyboardInterrupt("stop"), mode)

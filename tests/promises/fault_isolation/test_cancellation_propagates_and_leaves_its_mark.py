@@ -19,12 +19,12 @@ import pytest
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.attacks import _parallel, _user
 from helpers.graphs import user
 from subagents import SubagentSpec
-from subagents.runner import is_ctrl_c, stop_on_ctrl_c
-from subagents.settings import DelegationSettings
+from subagents._runner import is_ctrl_c, stop_on_ctrl_c
+from subagents._settings import DelegationSettings
 
 
 def _ctrl_c_lands(text: str = "") -> None:
@@ -189,7 +189,7 @@ _CTRL_C_SCRIPT = r'''
 import json, os, signal, threading, time
 from langchain_core.tools import tool
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 calls = []
 

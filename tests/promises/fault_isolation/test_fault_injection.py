@@ -28,11 +28,11 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from pydantic import BaseModel
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import SubagentSpec
-from subagents.outcome import TaskCall
-from subagents.settings import DelegationSettings
+from subagents._outcome import TaskCall
+from subagents._settings import DelegationSettings
 
 
 class StrRaises(Exception):

@@ -20,10 +20,10 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.graphs import user
-from subagents.runner import request_stop, stop_on_ctrl_c, stop_requested
-from subagents.settings import DelegationSettings
+from subagents._runner import request_stop, stop_on_ctrl_c, stop_requested
+from subagents._settings import DelegationSettings
 
 
 def agent_and_child(tmp_path, middleware=()):

@@ -13,11 +13,11 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
-from middleware.task_tool import EXCLUDED_STATE_KEYS as EXCLUDED_KEYS
-from subagents.boundary import changed_keys, child_input, langchain_private_state_keys
-from subagents.settings import DelegationSettings
+from middleware._task_tool import EXCLUDED_STATE_KEYS as EXCLUDED_KEYS
+from subagents._boundary import changed_keys, child_input, langchain_private_state_keys
+from subagents._settings import DelegationSettings
 
 PRIVATE = langchain_private_state_keys()
 BLOCKED = EXCLUDED_KEYS | PRIVATE

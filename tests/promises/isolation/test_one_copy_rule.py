@@ -1,6 +1,6 @@
 """One copy rule: a child receives its own deep copy of every shared value, never a reference.
 
-Each value is copied on its own with a fresh memo (``subagents.boundary.own_copies``,
+Each value is copied on its own with a fresh memo (``subagents._boundary.own_copies``,
 called from one place, ``ChildInput.of``); a value that cannot be copied is left
 out and named in the record's ``withheld_keys``. Whatever a child changes in
 place, failing or not, alone or beside siblings, the parent's objects and the
@@ -37,11 +37,11 @@ from langchain_core.tools import tool
 from pydantic import BaseModel
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.attacks import _parallel, _user
 from helpers.background import background  # noqa: F401 - a fixture
 from helpers.graphs import records
-from subagents.boundary import changed_keys, own_copies
+from subagents._boundary import changed_keys, own_copies
 
 FILLERS = [f"filler_{i}" for i in range(40)]
 
@@ -311,7 +311,7 @@ def test_a_background_child_never_changes_the_callers_input_either(run, backgrou
     from langchain.agents import create_agent
 
     from helpers.background import start, started_ids, wait_for
-    from subagents.background.local import known_task
+    from subagents.background._local import known_task
 
     model = ScriptedChatModel(rules=[("PARENT", [start(("fail in the background", "w")), "started"])], default="ok")
     child = ScriptedChatModel(rules=[("fail", [{"tool_calls": [tool_call("meddle", job="fail bg")]}, "done"])])
@@ -735,7 +735,7 @@ def test_parallel_siblings_copy_at_once_never_one_after_another_on_the_event_loo
 def test_a_childs_copies_never_wait_behind_tools_that_outlived_their_children():
     # Copies were made on the pool children's sync tools run on: with it full of tools whose children had
     # timed out, a child with no tools could not copy its input and ended timeout without starting.
-    from subagents.boundary import CHILD_TOOL_THREADS
+    from subagents._boundary import CHILD_TOOL_THREADS
 
     release = threading.Event()
 
@@ -870,8 +870,8 @@ def test_a_forks_inherited_history_holding_another_keys_original_fails_naming_it
     # object the state holds under another key reached the child (each check saw only its own originals).
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-    from subagents.boundary import ChildInput
-    from subagents.errors import SubagentsError
+    from subagents._boundary import ChildInput
+    from subagents._errors import SubagentsError
 
     accounts = {"accounts": ["alice"]}
     # Its copy is ``accounts``, found by its class (as a registry lookup would be), not held by the artifact.

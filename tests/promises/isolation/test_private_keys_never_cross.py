@@ -22,12 +22,12 @@ from langchain_core.tools import tool
 from langgraph.types import Command
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.attacks import MODES, _assert_one_message_and_record_per_call, _compiled, _invoke, _parallel, _user
 from helpers.graphs import tool_messages, user
 from middleware import SubAgentMiddleware
 from subagents import CompiledSubagent
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 class _SecretState(AgentState):
@@ -151,6 +151,6 @@ def test_a_key_the_agents_own_state_schema_marks_private_never_crosses(run):
 
 
 def test_private_state_keys_reads_a_state_schema_as_it_reads_middleware():
-    from subagents.boundary import private_state_keys
+    from subagents._boundary import private_state_keys
 
     assert "secret" in private_state_keys([_WithSecret])

@@ -29,12 +29,12 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tools import StructuredTool
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import Budget
-from subagents.errors import BudgetExceeded
-from subagents.metering import TaskMeter
-from subagents.outcome import stopped_by_limit
-from subagents.settings import DelegationSettings
+from subagents._errors import BudgetExceeded
+from subagents._metering import TaskMeter
+from subagents._outcome import stopped_by_limit
+from subagents._settings import DelegationSettings
 
 PRICES = {"scripted": (1000.0, 2000.0)}  # USD per million tokens
 CHILD_OUTPUT_TOKENS = 40  # what one child model call outputs, at most (a tool call or a short answer)

@@ -25,11 +25,11 @@ from pydantic import BaseModel, Field
 
 from bench.budget import ROWS, run_row
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import Budget, BudgetExceeded
-from subagents.metering import prompt_estimate
-from subagents.outcome import stopped_by_limit
-from subagents.settings import DelegationSettings
+from subagents._metering import prompt_estimate
+from subagents._outcome import stopped_by_limit
+from subagents._settings import DelegationSettings
 
 
 class _Verdict(BaseModel):
@@ -97,7 +97,7 @@ def test_a_middleware_jumping_back_to_the_model_gets_no_call_past_the_last_one(r
 
 def test_every_non_ascii_character_is_estimated_at_a_token_at_least():
     # At four characters a token, 3,000 Chinese characters billed 3,000 tokens were reserved as 751.
-    from subagents.metering import estimate_tokens
+    from subagents._metering import estimate_tokens
 
     assert estimate_tokens("漢" * 3000) >= 3000
     assert estimate_tokens(["a" * 400, "é" * 100]) >= 200

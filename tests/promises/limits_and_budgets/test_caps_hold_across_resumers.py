@@ -15,8 +15,8 @@ from langchain_core.tools import StructuredTool, tool
 from langgraph.types import Command
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.settings import DelegationSettings
+from deep_agent._testing import ScriptedChatModel, tool_call
+from subagents._settings import DelegationSettings
 
 
 @tool

@@ -17,9 +17,9 @@ from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import Budget
-from subagents.metering import RunMeter, TaskMeter
+from subagents._metering import RunMeter, TaskMeter
 
 PROMPT = "word " * 4000  # ~5,000 tokens
 

@@ -18,10 +18,10 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import StructuredTool
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import tool_call
+from deep_agent._testing import tool_call
 from middleware import SubAgentMiddleware
 from subagents import Budget, BudgetExceeded
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 PRICES = {"parent-model": (1.0, 1.0), "child-model": (1.0, 1.0)}
 

@@ -15,11 +15,11 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import ForceDelegation, SubAgentMiddleware
-from middleware.limits import DelegationLimit, truncated_reply
-from middleware.task_tool import task_call_json_schema
-from subagents.settings import DelegationSettings
+from middleware._limits import DelegationLimit, truncated_reply
+from middleware._task_tool import task_call_json_schema
+from subagents._settings import DelegationSettings
 
 SPECS = [
     {"name": "alpha", "description": "A.", "system_prompt": "You are alpha."},

@@ -9,9 +9,9 @@ from langchain.agents.middleware import ModelFallbackMiddleware
 from langchain_core.messages import HumanMessage
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import Budget
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 class ProviderDown(ScriptedChatModel):

@@ -17,9 +17,9 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import BackgroundRuntime, Budget, CompiledSubagent, RemoteSubagentSpec, SpecError
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 @tool

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.attacks import MODES, _assert_one_message_and_record_per_call, _invoke, _parallel, _records, _user
 from helpers.graphs import echo, parent_script, records, tool_messages, user
 from helpers.odd_children import _create
@@ -26,7 +26,7 @@ from subagents import (
     SubagentSpec,
     coerce_spec,
 )
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 def looping_model(*calls):

@@ -27,14 +27,14 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from deep_agent import create_deep_agent
-from deep_agent.cli.inspect import tasks_view
-from deep_agent.cli.live_view import TaskTree
-from deep_agent.cli.store import background_row, sync_row
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent.cli._inspect import tasks_view
+from deep_agent.cli._live_view import TaskTree
+from deep_agent.cli._store import background_row, sync_row
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import Budget, SpecError, SubagentSpec
-from subagents.definitions.agent_files import AgentFileError, load_agent_file
-from subagents.metering import WRAP_UP_PROMPT, prompt_estimate
-from subagents.settings import DelegationSettings
+from subagents.definitions._agent_files import AgentFileError, load_agent_file
+from subagents._metering import WRAP_UP_PROMPT, prompt_estimate
+from subagents._settings import DelegationSettings
 
 ANSWER = "Found so far: fact A and fact B; fact C is still open."
 

@@ -17,9 +17,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers.graphs import parent_script, records, tool_messages, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import Budget
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 PRICES = {"scripted": (1000.0, 2000.0)}  # USD per million tokens: dear, so budgets bite
 LOOP_OUTPUT_TOKENS = 25  # what one looping ``echo`` call of a child outputs, at most
@@ -309,7 +309,7 @@ def test_an_unwritable_sessions_dir_costs_the_transcript_not_the_delegation(run,
 
 
 def test_a_budget_with_no_room_left_for_the_smallest_refused_call_starts_nothing_new():
-    from subagents.errors import BudgetExceeded
+    from subagents._errors import BudgetExceeded
 
     budget = Budget(max_tokens=100)
     budget.charge(None, 90, 0)
@@ -319,7 +319,7 @@ def test_a_budget_with_no_room_left_for_the_smallest_refused_call_starts_nothing
 
 
 def test_a_call_refused_only_for_what_running_calls_hold_leaves_the_budget_open():
-    from subagents.errors import BudgetExceeded
+    from subagents._errors import BudgetExceeded
 
     budget = Budget(max_tokens=100)
     held = [budget.reserve(40), budget.reserve(40)]

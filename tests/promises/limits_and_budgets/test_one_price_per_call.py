@@ -26,12 +26,12 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, LLMResul
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import Budget
-from subagents.metering import RunMeter, TaskMeter, call_price, cost_at, cost_of, reply_price
-from subagents.outcome import stopped_by_limit
-from subagents.settings import DelegationSettings
+from subagents._metering import RunMeter, TaskMeter, call_price, cost_at, cost_of, reply_price
+from subagents._outcome import stopped_by_limit
+from subagents._settings import DelegationSettings
 
 PRICES = {"priced": (1000.0, 2000.0), "parent": (1000.0, 2000.0)}  # USD per million tokens: budgets bite
 

@@ -7,9 +7,9 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import Budget
-from subagents.errors import BudgetExceeded
+from subagents._errors import BudgetExceeded
 
 
 def test_a_child_whose_retry_got_through_a_passing_refusal_completes() -> None:

@@ -10,11 +10,11 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 
 from helpers.graphs import records, user
 from deep_agent import create_deep_agent
-from deep_agent.cli.live_view import TaskTree
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent.cli._live_view import TaskTree
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import Budget
-from subagents.metering import token_count
-from subagents.metering import TaskMeter
+from subagents._metering import token_count
+from subagents._metering import TaskMeter
 
 ANSWER = "A complete answer from the child, long enough to be kept as it is. " * 2
 

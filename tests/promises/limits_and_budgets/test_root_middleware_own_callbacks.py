@@ -22,11 +22,11 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import tool_call
+from deep_agent._testing import tool_call
 from middleware import SubAgentMiddleware
 from subagents import Budget, BudgetExceeded
-from subagents.outcome import stopped_by_limit
-from subagents.settings import DelegationSettings
+from subagents._outcome import stopped_by_limit
+from subagents._settings import DelegationSettings
 
 PRICES = {"parent": (1.0, 1.0), "side": (1.0, 1.0)}
 
@@ -212,7 +212,7 @@ def test_a_call_in_a_run_opened_before_thousands_of_others_is_charged_still():
     from langchain_core.messages import AIMessage
     from langchain_core.outputs import ChatGeneration, LLMResult
 
-    from subagents.metering import RunMeter, _NodeMeter
+    from subagents._metering import RunMeter, _NodeMeter
 
     node_meter, budget = _NodeMeter(), Budget(max_tokens=10**9)
     node_meter._runs[node := uuid4()] = RunMeter(budget)
@@ -233,7 +233,7 @@ def test_runs_followed_leave_as_they_end_cancelled_or_streamed_unread():
 
     from langchain_core.runnables.config import var_child_runnable_config
 
-    from subagents.metering import _ONE_NODE_METER, RunMeter
+    from subagents._metering import _ONE_NODE_METER, RunMeter
 
     async def slow(x: str) -> str:
         await asyncio.sleep(60)

@@ -19,8 +19,8 @@ from langgraph.types import Command
 from pydantic import BaseModel
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.settings import DelegationSettings
+from deep_agent._testing import ScriptedChatModel, tool_call
+from subagents._settings import DelegationSettings
 
 ASYNC = [False, True]
 

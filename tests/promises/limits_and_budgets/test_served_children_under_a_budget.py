@@ -10,11 +10,11 @@ import pytest
 
 from helpers.fault_servers import RecordingServer
 from subagents import Budget, DelegationSettings, RemoteSubagentSpec
-from subagents.background.tasks import BackgroundTasks
-from subagents.errors import DelegationRefused
-from subagents.outcome import TaskCall
-from subagents.registry import SubagentRegistry
-from subagents.settings import Limits
+from subagents.background._tasks import BackgroundTasks
+from subagents._errors import DelegationRefused
+from subagents._outcome import TaskCall
+from subagents._registry import SubagentRegistry
+from subagents._settings import Limits
 
 
 @pytest.fixture

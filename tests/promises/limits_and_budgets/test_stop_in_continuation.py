@@ -5,7 +5,7 @@ from langchain.agents.middleware import ModelRetryMiddleware
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 
 def test_a_retry_middleware_answer_to_a_stopped_continuation_is_not_the_answer() -> None:

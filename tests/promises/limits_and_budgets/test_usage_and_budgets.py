@@ -6,12 +6,12 @@ import pytest
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.billing import BillingModel
 from helpers.graphs import records, tool_messages, user
 from subagents import Budget, cost_of
-from subagents.outcome import stopped_by_limit
-from subagents.settings import DelegationSettings
+from subagents._outcome import stopped_by_limit
+from subagents._settings import DelegationSettings
 
 PRICES = {"scripted": (1000.0, 2000.0)}  # USD per million tokens: dear, so budgets bite
 

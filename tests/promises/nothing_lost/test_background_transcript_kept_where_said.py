@@ -16,11 +16,11 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import get_transcript
 from subagents.background import wait_for_background
-from subagents.transcripts import MEMORY
-from subagents.settings import DelegationSettings
+from subagents._transcripts import MEMORY
+from subagents._settings import DelegationSettings
 
 SPECS = [{"name": "researcher", "description": "Finds facts.", "system_prompt": "Answer."}]
 

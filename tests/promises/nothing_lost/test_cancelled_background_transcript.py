@@ -17,10 +17,10 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
-from subagents.background.local import known_task
-from subagents.transcripts import read_transcript
+from subagents.background._local import known_task
+from subagents._transcripts import read_transcript
 
 DEADLINE_S = 30.0
 

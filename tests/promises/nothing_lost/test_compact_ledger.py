@@ -18,11 +18,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
-from deep_agent.cli.store import task_rows
-from middleware.task_tool import ERROR_PREVIEW_CHARS, PREVIEW_CHARS, ledger_entry
+from deep_agent._testing import ScriptedChatModel, tool_call
+from deep_agent.cli._store import task_rows
+from middleware._task_tool import ERROR_PREVIEW_CHARS, PREVIEW_CHARS, ledger_entry
 from subagents import TaskRecord, get_transcript
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 LONG_ANSWER = "Report." + " finding" * 6000  # ~48k characters
 LONG_TASK = "job" + " context" * 500
@@ -125,7 +125,7 @@ def test_the_agent_names_are_listed_once_per_parent_call(count):
 def test_the_enum_of_names_is_there_when_asked_for_up_to_the_limit(count):
     """For servers that constrain tool calls to the schema: `name_enum=True` adds it (not past ENUM_LIMIT)."""
     from middleware import SubAgentMiddleware
-    from middleware.task_tool import ENUM_LIMIT
+    from middleware._task_tool import ENUM_LIMIT
 
     specs = [{"name": f"agent-{i:04d}", "description": f"Handles case {i}."} for i in range(count)]
     (task,) = SubAgentMiddleware(specs, settings=DelegationSettings.of(general_purpose=False, name_enum=True)).tools

@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.attacks import (
     MODES,
     _assert_one_message_and_record_per_call,
@@ -28,8 +28,8 @@ from helpers.attacks import (
 )
 from helpers.graphs import records, tool_messages, user
 from helpers.odd_children import _create
-from middleware.task_tool import MAX_ARGUMENT_DEPTH
-from subagents.settings import DelegationSettings
+from middleware._task_tool import MAX_ARGUMENT_DEPTH
+from subagents._settings import DelegationSettings
 
 
 @MODES
@@ -138,7 +138,7 @@ def _nested(depth: int) -> Any:
 @pytest.fixture
 def provider_usage(monkeypatch):
     """Usage as a real provider reports it: the scripted model's own estimate would json.dumps the arguments."""
-    import deep_agent.testing as testing
+    import deep_agent._testing as testing
 
     monkeypatch.setattr(testing, "_usage", lambda *_: testing.UsageMetadata(input_tokens=1, output_tokens=1,
                                                                             total_tokens=2))

@@ -24,9 +24,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 THREAD = {"configurable": {"thread_id": "killed"}}
 ANSWER = "child answer: the job is done and every requested detail is in this report."
@@ -141,7 +141,7 @@ def test_a_task_call_nothing_answered_is_still_recorded_lost() -> None:
 def test_a_lost_task_keeps_the_id_and_the_transcript_its_child_began(tmp_path: Path) -> None:
     """A killed child's JSONL file stays (written as it ran), named by the id the stopped step gave the task:
     the lost record keeps that id and points at the file (before: a new id, and ``none:``)."""
-    from subagents.transcripts import read_transcript, sink_chooser
+    from subagents._transcripts import read_transcript, sink_chooser
 
     begin = sink_chooser(tmp_path, None)
     for task_id, call_id in (("other-task", "c0"), ("began", "c1")):  # as the killed children left them

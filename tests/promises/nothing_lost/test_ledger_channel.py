@@ -30,10 +30,10 @@ from langgraph.graph import StateGraph
 from langgraph.types import Overwrite
 
 from deep_agent import create_deep_agent
-from deep_agent.cli.store import read_thread
-from deep_agent.testing import ScriptedChatModel
+from deep_agent.cli._store import read_thread
+from deep_agent._testing import ScriptedChatModel
 from subagents.background import merge_async_records
-from subagents.ledger import LedgerChannel, merge_records, saved_value
+from subagents._ledger import LedgerChannel, merge_records, saved_value
 
 SERDE = JsonPlusSerializer()
 NOTHING = DeltaChannel(merge_records).checkpoint()  # what LangGraph's own delta channel stores between snapshots

@@ -29,11 +29,11 @@ from typing_extensions import TypedDict
 
 from helpers.graphs import call, checkpointer, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import SpecError
-from subagents.ledger import saved_value
-from subagents.ledger import LedgerChannel
-from subagents.ledger import merge_records
+from subagents._ledger import saved_value
+from subagents._ledger import LedgerChannel
+from subagents._ledger import merge_records
 from subagents.background import merge_async_records
 
 ANSWER = "done." + " The work is complete; every requested detail is included in this report." * 4

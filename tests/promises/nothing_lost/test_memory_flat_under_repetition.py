@@ -19,11 +19,11 @@ import pytest
 from helpers.graphs import records, user
 from langchain.agents import create_agent
 
-import subagents.transcripts as transcripts
-from deep_agent.testing import ScriptedChatModel, tool_call
+import subagents._transcripts as transcripts
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import get_transcript
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 MIB = 1024 * 1024
 RUNS = 250

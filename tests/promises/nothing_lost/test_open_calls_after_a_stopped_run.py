@@ -23,11 +23,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.background.local import call_key, call_key_of
-from subagents.background.runtime import BackgroundRuntime
-from subagents.transcripts import read_transcript
-from subagents.settings import DelegationSettings
+from deep_agent._testing import ScriptedChatModel, tool_call
+from subagents.background._local import call_key, call_key_of
+from subagents.background._runtime import BackgroundRuntime
+from subagents._transcripts import read_transcript
+from subagents._settings import DelegationSettings
 
 
 def _stopper(saver: Any = None, thread: str | None = None) -> Any:
@@ -173,7 +173,7 @@ def test_a_background_task_finished_before_the_process_ended_is_reported_by_the_
 def test_open_calls_are_found_behind_several_new_user_messages_and_calls_without_ids_are_skipped():
     from langchain_core.messages import HumanMessage
 
-    from middleware.task_tool import open_calls
+    from middleware._task_tool import open_calls
 
     stopped = AIMessage("", tool_calls=[{"name": "task", "args": {}, "id": "c1", "type": "tool_call"},
                                         {"name": "ls", "args": {}, "id": None, "type": "tool_call"},
@@ -252,7 +252,7 @@ def test_a_start_answered_before_the_process_ended_keeps_its_answer_and_task_id_
     threading.Timer(0.5, release.set).start()  # the child's thread ends soon after its process would have
     runtime.close()  # the process ends with the task running: it is recorded lost
     if killed:  # as by kill -9: no outcome was stored
-        from subagents.background.runtime import TABLE
+        from subagents.background._runtime import TABLE
 
         with sqlite3.connect(path) as connection:
             connection.execute(f"DELETE FROM {TABLE}")

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 from middleware import BackgroundSubagentMiddleware
 from subagents import BackgroundRuntime
-from subagents.outcome import TaskCall
-from subagents.settings import DelegationSettings
+from subagents._outcome import TaskCall
+from subagents._settings import DelegationSettings
 
 
 def test_a_start_the_loop_never_took_is_stored_lost(tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import get_transcript
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 def _model() -> ScriptedChatModel:

@@ -20,7 +20,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel
 
-from subagents.transcripts import TranscriptTable, deep_size
+from subagents._transcripts import TranscriptTable, deep_size
 
 _rng = random.Random(3)
 _WORDS = [f"w{_rng.randrange(10**6)}" for _ in range(5000)]
@@ -155,7 +155,7 @@ def test_a_message_the_serializer_cannot_store_is_kept_as_is_and_counted_by_its_
 
 
 def test_a_task_read_back_through_its_record_uses_the_shared_table():
-    from subagents.transcripts import MEMORY, read_transcript
+    from subagents._transcripts import MEMORY, read_transcript
 
     MEMORY.put("through-record", [AIMessage("kept")])
     record = {"id": "through-record", "transcript": "memory:through-record"}

@@ -12,9 +12,9 @@ from __future__ import annotations
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import CompiledSubagent, get_transcript
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 def test_a_delta_checkpointed_child_reads_back_whole() -> None:

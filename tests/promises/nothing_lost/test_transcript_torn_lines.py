@@ -6,7 +6,7 @@ import json
 
 from langchain_core.messages import AIMessage, HumanMessage, message_to_dict
 
-from subagents.transcripts import JsonlSink, read_jsonl
+from subagents._transcripts import JsonlSink, read_jsonl
 
 
 def test_a_line_cut_inside_a_character_is_skipped_not_an_error(tmp_path):

@@ -19,15 +19,15 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers import REPO as ROOT
 from helpers.attacks import MODES, _invoke, _parallel, _records, _user
 from helpers.graphs import call, checkpointer, records, user
 from subagents import (
     get_transcript,
 )
-from subagents.transcripts import jsonl_path, read_jsonl
-from subagents.settings import DelegationSettings
+from subagents._transcripts import jsonl_path, read_jsonl
+from subagents._settings import DelegationSettings
 
 
 @tool
@@ -135,7 +135,7 @@ def test_a_crash_leaves_a_readable_partial_jsonl(tmp_path):
         sys.path.insert(0, {str(ROOT)!r})
         from langchain_core.tools import tool
         from deep_agent import create_deep_agent
-        from deep_agent.testing import ScriptedChatModel, tool_call
+        from deep_agent._testing import ScriptedChatModel, tool_call
         from subagents import DelegationSettings
 
         @tool

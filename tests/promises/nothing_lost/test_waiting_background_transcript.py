@@ -15,10 +15,10 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
 from subagents import wait_for_background
-from subagents.transcripts import read_transcript
+from subagents._transcripts import read_transcript
 
 
 @tool

@@ -14,9 +14,9 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.builder import build_subagent
-from subagents.spec import SubagentSpec
+from deep_agent._testing import ScriptedChatModel, tool_call
+from subagents._builder import build_subagent
+from subagents._spec import SubagentSpec
 
 
 @tool

@@ -18,15 +18,15 @@ from langchain_core.messages import SystemMessage
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.attacks import MODES, _assert_one_message_and_record_per_call, _invoke, _parallel, _user
 from helpers.graphs import tool_messages, user
 from middleware import SubAgentMiddleware
 from subagents import CompiledSubagent, SubagentSpec, build_subagent
-from subagents.boundary import _AGENTS_TAG, OneLevelGuard, OneLevelToolGuard, strip_agents_block
-from subagents.builder import guard_for
-from subagents.roles import ChildPolicy, policy_of
-from subagents.settings import DelegationSettings
+from subagents._boundary import _AGENTS_TAG, OneLevelGuard, OneLevelToolGuard, strip_agents_block
+from subagents._builder import guard_for
+from subagents._roles import ChildPolicy, policy_of
+from subagents._settings import DelegationSettings
 
 
 @tool
@@ -248,7 +248,7 @@ def test_the_agents_block_is_appended_as_a_content_block_and_the_callers_blocks_
     from langchain.agents import create_agent
     from langchain_core.messages import SystemMessage
 
-    from deep_agent.testing import ScriptedChatModel, tool_call
+    from deep_agent._testing import ScriptedChatModel, tool_call
     from middleware import SubAgentMiddleware
 
     cached = {"type": "text", "text": "You are the lead.", "cache_control": {"type": "ephemeral"}}
@@ -270,7 +270,7 @@ def test_the_agents_block_is_appended_as_a_content_block_and_the_callers_blocks_
 def test_the_one_level_guard_strips_the_agents_block_per_content_block():
     from langchain_core.messages import SystemMessage
 
-    from subagents.boundary import without_agents_block
+    from subagents._boundary import without_agents_block
 
     cached = {"type": "text", "text": "Stay brief.", "cache_control": {"type": "ephemeral"}}
     leaked = {"type": "text", "text": "\n\n<available_agents>\n- worker: does jobs\n</available_agents>"}

@@ -17,11 +17,11 @@ from pydantic import Field
 
 from helpers.graphs import parent_script, records, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 from subagents import SpecError, SubagentSpec
-from subagents.outcome import TRUNCATED_RETRY_KEY
-from subagents.truncation import BRIEF_PROMPT
-from subagents.settings import DelegationSettings
+from subagents._outcome import TRUNCATED_RETRY_KEY
+from subagents._truncation import BRIEF_PROMPT
+from subagents._settings import DelegationSettings
 
 CUT = AIMessage("The first half of the rep", response_metadata={"finish_reason": "length"})
 WHOLE = "The whole report, briefly."
@@ -111,7 +111,7 @@ def test_a_retry_that_fails_keeps_the_cut_reply_marked_with_the_error(run):
 def test_the_kept_reply_says_what_the_retry_asked_for():
     from langchain.agents import create_agent
 
-    from subagents.truncation import RetryTruncated
+    from subagents._truncation import RetryTruncated
 
     child = _model()
     out = create_agent(child, [], middleware=[RetryTruncated()]).invoke(user("write the report"))
@@ -127,7 +127,7 @@ def test_a_bad_setting_is_refused_naming_the_argument(bad):
 
 def test_an_agent_file_sets_it_and_a_bad_value_names_the_file_and_field(tmp_path):
     from subagents import load_agent_file
-    from subagents.errors import AgentFileError
+    from subagents._errors import AgentFileError
 
     good = tmp_path / "writer.md"
     good.write_text("---\nname: writer\ndescription: Writes.\nretryTruncated: brief\n---\nWrite.\n")

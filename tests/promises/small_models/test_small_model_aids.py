@@ -29,12 +29,12 @@ from pydantic import Field
 from helpers.graphs import records, user
 from helpers.server_like import ServerLikeModel
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import ForceDelegation, ForceToolUse, ReturnChildAnswer
-from middleware import limits as server_caps
-from middleware.limits import forced_tool_schema
-from subagents.errors import ToolCallsUnsupported
-from subagents.settings import DelegationSettings
+from middleware import _limits as server_caps
+from middleware._limits import forced_tool_schema
+from subagents._errors import ToolCallsUnsupported
+from subagents._settings import DelegationSettings
 
 FACTS = {"alpha_code": "7741", "beta_code": "3318"}
 SEEN: list[dict[str, Any]] = []
@@ -168,7 +168,7 @@ def test_verbatim_hands_the_child_the_users_message_and_asks_the_model_only_for_
 
 
 def test_the_forced_prompt_holds_no_placeholder_a_model_could_copy():
-    from middleware.limits import FORCED_CALL_PROMPT, VERBATIM_CALL_PROMPT
+    from middleware._limits import FORCED_CALL_PROMPT, VERBATIM_CALL_PROMPT
 
     for prompt in (FORCED_CALL_PROMPT, VERBATIM_CALL_PROMPT):
         assert "<" not in prompt and ">" not in prompt

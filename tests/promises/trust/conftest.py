@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from deep_agent.tools.protected import Protected
-from deep_agent.tools.sandbox import Sandbox
+from deep_agent.tools._protected import Protected
+from deep_agent.tools._sandbox import Sandbox
 
 
 class Runner:

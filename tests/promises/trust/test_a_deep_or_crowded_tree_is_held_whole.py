@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from deep_agent.tools import confined
-from deep_agent.tools.protected import Protected
-from deep_agent.tools.sandbox import Sandbox, SandboxUnavailable
+from deep_agent.tools import _confined as confined
+from deep_agent.tools._protected import Protected
+from deep_agent.tools._sandbox import Sandbox, SandboxUnavailable
 
 
 def _repository(folder: str) -> None:

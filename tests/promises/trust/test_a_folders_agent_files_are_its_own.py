@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_agent.cli.run import untrusted_agents
+from deep_agent.cli._run import untrusted_agents
 from subagents import discover_agents
 
 HOOKED = ("---\nname: {name}\ndescription: x\nhooks:\n  PreToolUse:\n    - hooks:\n"

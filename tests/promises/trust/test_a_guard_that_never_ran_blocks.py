@@ -3,7 +3,7 @@
 A hook that ran and failed (any exit but 0 and 2, a timeout) stays a warning, as in Claude Code; one that
 never ran is not a verdict. Before, a guard whose confinement failed to start was a warning and the call ran.
 And "never ran" was read from the launcher's exit status and text, which a hook could print and exit with too:
-now the launcher alone can say it (it ends by a signal, :data:`~subagents.definitions.on_host.DID_NOT_START`).
+now the launcher alone can say it (it ends by a signal, :data:`~subagents.definitions._on_host.DID_NOT_START`).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from helpers.graphs import tool_messages, user
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 
-from deep_agent.testing import ScriptedChatModel, tool_call
-from deep_agent.tools import confined
-from deep_agent.tools.protected import Protected
-from deep_agent.tools.sandbox import Confinement, Sandbox
+from deep_agent._testing import ScriptedChatModel, tool_call
+from deep_agent.tools import _confined as confined
+from deep_agent.tools._protected import Protected
+from deep_agent.tools._sandbox import Confinement, Sandbox
 from subagents.definitions import HookMiddleware
-from subagents.definitions.hooks import run_hook
-from subagents.definitions.on_host import DID_NOT_START, confine
+from subagents.definitions._hooks import run_hook
+from subagents.definitions._on_host import DID_NOT_START, confine
 
 ran: list[str] = []
 

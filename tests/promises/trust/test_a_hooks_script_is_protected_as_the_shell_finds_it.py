@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from deep_agent.tools.host_code import files_run_by
-from deep_agent.tools.protected import Protected
+from deep_agent.tools._host_code import files_run_by
+from deep_agent.tools._protected import Protected
 
 
 def test_a_missing_script_and_one_after_cd_are_never_written(runner):

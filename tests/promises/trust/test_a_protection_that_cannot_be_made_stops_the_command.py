@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from deep_agent.tools.protected import Protected
-from deep_agent.tools.sandbox import SET_ASIDE, Sandbox, SandboxUnavailable, set_aside_new_repositories
+from deep_agent.tools._protected import Protected
+from deep_agent.tools._sandbox import SET_ASIDE, Sandbox, SandboxUnavailable, set_aside_new_repositories
 
 PLANT = "git init -q . && git config core.fsmonitor 'touch PWN' && echo planted"
 

@@ -11,8 +11,8 @@ import importlib
 import subprocess
 import sys
 
-from deep_agent.tools.protected import Protected
-from deep_agent.tools.sandbox import SET_ASIDE, Sandbox, set_aside_new_repositories
+from deep_agent.tools._protected import Protected
+from deep_agent.tools._sandbox import SET_ASIDE, Sandbox, set_aside_new_repositories
 
 
 def test_a_repository_made_before_an_import_is_still_set_aside(runner):

@@ -14,9 +14,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from deep_agent.tools.confined import SpawnFailed, spawned
-from deep_agent.tools.protected import Protected
-from deep_agent.tools.sandbox import Sandbox, _folder_of, set_aside_new_repositories
+from deep_agent.tools._confined import SpawnFailed, spawned
+from deep_agent.tools._protected import Protected
+from deep_agent.tools._sandbox import Sandbox, _folder_of, set_aside_new_repositories
 
 
 def _outside(runner) -> Path:

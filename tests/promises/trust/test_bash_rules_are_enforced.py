@@ -17,8 +17,8 @@ from helpers.cli import SCRIPTS, cli
 from langchain_core.tools import BaseTool, ToolException
 
 from deep_agent.tools import Workspace
-from deep_agent.tools.catalog import with_bash_rules
-from deep_agent.tools.command_rules import CommandRules
+from deep_agent.tools._catalog import with_bash_rules
+from deep_agent.tools._command_rules import CommandRules
 
 
 @pytest.mark.parametrize(("command", "allowed"), [

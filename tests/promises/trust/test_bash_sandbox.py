@@ -30,8 +30,8 @@ import pytest
 from helpers.processes import until_nothing_works_in
 
 from deep_agent.tools import Workspace, builtin_tools
-from deep_agent.tools.protected import Protected
-from deep_agent.tools.sandbox import SET_ASIDE, Sandbox, set_aside_new_repositories
+from deep_agent.tools._protected import Protected
+from deep_agent.tools._sandbox import SET_ASIDE, Sandbox, set_aside_new_repositories
 
 if shutil.which("bwrap") is None:
     if os.environ.get("CI"):
@@ -84,14 +84,14 @@ def test_the_kernel_keyring_of_the_starting_session_is_unreachable(runner):
     import platform
     import sys
 
-    from deep_agent.tools.confined import seccomp_filter
+    from deep_agent.tools._confined import seccomp_filter
 
     if seccomp_filter(platform.machine()) is None:
         pytest.skip(f"no keyring filter for {platform.machine()}")
     add_key, keyctl = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
     program = f"""
 import ctypes, json, subprocess, sys
-from deep_agent.tools.sandbox import Sandbox
+from deep_agent.tools._sandbox import Sandbox
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall({keyctl}, 1, b"sandbox-test-session")  # KEYCTL_JOIN_SESSION_KEYRING
 key = libc.syscall({add_key}, b"user", b"sandbox-test-token", b"keyring-secret", 14, -3)
@@ -519,7 +519,7 @@ def test_the_workspace_is_writable_and_nothing_beside_it(tmp_path):
 def test_without_bubblewrap_there_is_no_bash_unless_unconfined_is_asked_for(monkeypatch, tmp_path):
     import argparse
 
-    from deep_agent.cli.run import bash_setting
+    from deep_agent.cli._run import bash_setting
 
     args = argparse.Namespace(unsafe_bash=False, allow_network=False)
     bash, note = bash_setting(args)
@@ -534,8 +534,8 @@ def test_without_bubblewrap_there_is_no_bash_unless_unconfined_is_asked_for(monk
 
 
 def test_a_workspace_that_is_or_holds_the_home_folder_is_refused_unless_allowed(tmp_path, monkeypatch, capsys):
-    from deep_agent.cli.app import main
-    from deep_agent.tools.workspace import HomeWorkspace
+    from deep_agent.cli._app import main
+    from deep_agent.tools._workspace import HomeWorkspace
 
     home = tmp_path / "home"
     (home / "project").mkdir(parents=True)
@@ -552,7 +552,7 @@ def test_a_workspace_that_is_or_holds_the_home_folder_is_refused_unless_allowed(
 def test_the_account_home_folder_is_refused_whatever_home_says(tmp_path, monkeypatch):
     # Before: only $HOME was compared; run with HOME pointing elsewhere (sudo -E, a script's HOME=/tmp/x),
     # the account's own home folder, dotfiles and all, was accepted as the workspace.
-    from deep_agent.tools.workspace import HomeWorkspace
+    from deep_agent.tools._workspace import HomeWorkspace
 
     account_home = Path(pwd.getpwuid(os.getuid()).pw_dir)
     if not account_home.is_dir():
@@ -585,8 +585,8 @@ def test_the_account_home_folder_is_hidden_whatever_home_says(runner, monkeypatc
 
 
 def test_the_command_line_passes_only_the_variables_named_with_pass_env(monkeypatch, tmp_path):
-    from deep_agent.cli.app import parse
-    from deep_agent.cli.run import bash_setting
+    from deep_agent.cli._app import parse
+    from deep_agent.cli._run import bash_setting
 
     monkeypatch.setenv("ASKED_FOR", "passed-on-request")
     monkeypatch.setenv("DATABASE_URL", "postgres://u:pw@db/x")
@@ -622,7 +622,7 @@ def _seccomp_verdict(program: bytes, arch: int, nr: int, *arguments: int) -> int
 ])
 def test_the_keyring_calls_io_uring_and_sockets_but_the_network_ones_are_refused_through_every_interface(
         machine, native, keyring_calls, socket_call, other_arch, other_keyring_calls):
-    from deep_agent.tools.confined import seccomp_filter
+    from deep_agent.tools._confined import seccomp_filter
 
     program = seccomp_filter(machine)
     assert program is not None
@@ -646,7 +646,7 @@ def test_the_keyring_calls_io_uring_and_sockets_but_the_network_ones_are_refused
 def test_no_call_gives_a_file_the_set_user_or_group_id_bit(machine, native, mode_calls):
     # Before: `cp /bin/sh helper && chmod 4755 helper` in the sandbox left, as root, a set-user-ID root shell in
     # the workspace for any local user (`helper -p -c id`: euid=0).
-    from deep_agent.tools.confined import seccomp_filter
+    from deep_agent.tools._confined import seccomp_filter
 
     program = seccomp_filter(machine)
     assert program is not None

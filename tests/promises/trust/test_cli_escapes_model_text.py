@@ -20,9 +20,9 @@ import pytest
 from helpers.cli import SCRIPTS, cli
 from helpers.scripted.trust_scripts import HOSTILE, HOSTILE_AGENT, RAW
 
-from deep_agent.cli.approvals import describe_call
-from deep_agent.cli.folder_trust import FolderCommands, describe, what_would_run
-from deep_agent.cli.terminal import UNSAFE_CATEGORIES, printable
+from deep_agent.cli._approvals import describe_call
+from deep_agent.cli._folder_trust import FolderCommands, describe, what_would_run
+from deep_agent.cli._terminal import UNSAFE_CATEGORIES, printable
 
 
 @pytest.fixture()
@@ -107,7 +107,7 @@ def test_the_folder_trust_question_shows_hidden_characters_as_escapes(tmp_path):
 
 def test_default_ignorable_letters_and_marks_show_as_escapes():
     """A Hangul filler (a letter) and a variation selector (a mark) show nothing: the reader sees them escaped."""
-    from deep_agent.cli.terminal import printable
+    from deep_agent.cli._terminal import printable
 
     for char in ("\u3164", "\ufe0f", "\u115f", "\u034f", "\U000e0100"):
         shown = printable(f"rm{char} -rf")

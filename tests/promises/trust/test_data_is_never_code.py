@@ -20,7 +20,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from helpers.cli import SCRIPTS, cli, make_project
-from subagents.ledger import DataOnlySerializer, UntrustedDataError
+from subagents._ledger import DataOnlySerializer, UntrustedDataError
 
 
 def hostile(command: str) -> Any:
@@ -64,7 +64,7 @@ def test_pickled_and_legacy_json_data_are_refused_unread(kind):
 
 def test_what_the_library_writes_reads_back_through_the_data_only_serializer(tmp_path):
     from deep_agent import create_deep_agent
-    from deep_agent.testing import ScriptedChatModel, tool_call
+    from deep_agent._testing import ScriptedChatModel, tool_call
     from helpers.graphs import user
 
     model = ScriptedChatModel(rules=[("job", ["done"]), ("go", [{"tool_calls": [
@@ -97,8 +97,8 @@ def test_a_crafted_whole_ledger_in_a_checkpoint_runs_nothing(tmp_path):
     """A ledger whole in every checkpoint is stored compressed: decoding it is reading data too."""
     import zlib
 
-    from subagents.ledger import LedgerChannel
-    from subagents.ledger import merge_records
+    from subagents._ledger import LedgerChannel
+    from subagents._ledger import merge_records
 
     marker = tmp_path / "ran"
     kind, data = JsonPlusSerializer().dumps_typed({"t": {"id": "t", "x": hostile(f"touch {marker}")}})

@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 
 from deep_agent.tools import Workspace, builtin_tools
-from deep_agent.tools.protected import Protected
-from deep_agent.tools.sandbox import SET_ASIDE
+from deep_agent.tools._protected import Protected
+from deep_agent.tools._sandbox import SET_ASIDE
 
 GIT = "a git directory"
 CONFIG = "a path a git config names"
@@ -243,7 +243,7 @@ def test_what_the_next_start_would_import_from_the_workspace_is_protected_existi
     every_route_is_refused(runner, protected, {
         "rich.py": IMPORTED, "rich/__init__.py": IMPORTED, "langchain_core/__init__.py": IMPORTED,
         f"langchain_core{EXTENSION_SUFFIXES[0]}": IMPORTED, "langgraph/graph/state.py": IMPORTED,
-        "deep_agent/__init__.py": IMPORTED, "deep_agent/cli/run.py": IMPORTED})
+        "deep_agent/__init__.py": IMPORTED, "deep_agent/cli/_run.py": IMPORTED})
     assert protected.why(runner.ws.resolve() / "notes" / "rich.md") is None  # the rest stays the agent's
 
 
@@ -271,7 +271,7 @@ def test_what_an_editable_install_loads_from_the_workspace_is_protected(runner, 
     write(ws / "notes" / "loaded.md", "")
     monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, EditableFinder({"loaded": ws / "loaded",
                                                                              "later": ws / "later"})])
-    monkeypatch.setattr("deep_agent.tools.protected.import_names", lambda: frozenset({"later"}))
+    monkeypatch.setattr("deep_agent.tools._protected.import_names", lambda: frozenset({"later"}))
     request.addfinalizer(lambda: [sys.modules.pop(name, None) for name in ("loaded", "loaded.cli")])
     importlib.import_module("loaded.cli")
     assert not any(str(ws) in entry for entry in sys.path)  # a finder, no folder on the import path
@@ -351,7 +351,7 @@ def test_what_the_reader_cannot_evaluate_holds_more_never_less(runner, configs, 
 def test_an_hgrc_past_the_readers_bound_holds_the_working_tree(runner, monkeypatch):
     """A checkout's ``.hg/hgrc`` of thousands of includes and hooks was read to its end, each value a command (a
     minute of start for 50,000); the reader stops at its bound and holds the working tree whole instead."""
-    from deep_agent.tools import host_code, protected
+    from deep_agent.tools import _host_code as host_code, _protected as protected
 
     ws = runner.ws
     write(ws / ".hg" / "hgrc", "".join(f"%include missing{n}.rc\n" for n in range(3000))

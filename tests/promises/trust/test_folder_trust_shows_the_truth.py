@@ -21,7 +21,7 @@ from helpers.cli import SCRIPTS, cli, entry_point, terminal_env
 from helpers.hostile_checkout import make_hostile_checkout
 from helpers.scripted.trust_scripts import RAW
 
-from deep_agent.cli.folder_trust import (
+from deep_agent.cli._folder_trust import (
     TrustRecord,
     describe,
     files_run_by,

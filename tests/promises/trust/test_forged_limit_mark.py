@@ -6,8 +6,8 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.outcome import LIMIT_STOP_MARK, limit_stop, stopped_by_limit
+from deep_agent._testing import ScriptedChatModel, tool_call
+from subagents._outcome import LIMIT_STOP_MARK, limit_stop, stopped_by_limit
 
 # The hook blocks the first stop (asks for more), then lets the agent stop.
 BLOCK_ONCE = "sh -c 'grep -q stop_hook_active.:.true && exit 0; echo run the tests >&2; exit 2'"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from deep_agent.tools import Workspace, builtin_tools
-from deep_agent.tools.sandbox import SET_ASIDE
+from deep_agent.tools._sandbox import SET_ASIDE
 
 DEEP = 1200  # beyond Python's recursion limit
 
@@ -40,7 +40,7 @@ def test_a_set_aside_that_fails_says_so_in_the_answer(tmp_path, monkeypatch):
         raise RecursionError("maximum recursion depth exceeded")
         yield
 
-    monkeypatch.setattr("deep_agent.tools.sandbox._walk_all", broken)
+    monkeypatch.setattr("deep_agent.tools._sandbox._walk_all", broken)
     (bash,) = [t for t in builtin_tools(Workspace(tmp_path)) if t.name == "Bash"]
     answer = bash.invoke({"command": "git init -q r && echo made", "timeout": 20_000})
     assert answer.startswith("made") and "could not be checked (RecursionError: " in answer, answer

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from deep_agent.tools import Workspace, builtin_tools
-from deep_agent.tools.protected import Protected
-from deep_agent.tools.sandbox import SET_ASIDE, Sandbox
+from deep_agent.tools._protected import Protected
+from deep_agent.tools._sandbox import SET_ASIDE, Sandbox
 
 PLANT = "open({!r}, 'w').write('ran')\n"
 
@@ -144,7 +144,7 @@ def test_a_set_aside_that_cannot_complete_stops_every_later_command_until_it_com
         raise OSError(24, "Too many open files")
         yield
 
-    monkeypatch.setattr("deep_agent.tools.sandbox._walk_all", broken)
+    monkeypatch.setattr("deep_agent.tools._sandbox._walk_all", broken)
     (bash,) = [t for t in builtin_tools(Workspace(tmp_path)) if t.name == "Bash"]
     with pytest.warns(RuntimeWarning, match="could not be checked .* no command runs in this workspace"):
         answer = bash.invoke({"command": "git init -q r && echo made", "timeout": 20_000})

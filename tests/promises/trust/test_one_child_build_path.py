@@ -35,11 +35,11 @@ from helpers import REPO
 from helpers.background import background, on_task, start, started_ids, wait_for  # noqa: F401 - a fixture
 from helpers.graphs import user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
-from subagents.builder import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY
-from subagents.errors import ParentPolicyNotInherited, SubagentsError
-from subagents.settings import DelegationSettings
+from subagents._builder import SUBAGENT_RESPONSE_FORMAT_CONFIG_KEY
+from subagents._errors import ParentPolicyNotInherited, SubagentsError
+from subagents._settings import DelegationSettings
 
 EMAIL = "bob@example.com"
 JOB = f"pay it to {EMAIL}"
@@ -220,12 +220,12 @@ class _Calls(ast.NodeVisitor):
 
 
 def test_the_registry_builds_every_child_and_nothing_else_calls_the_builder():
-    assert _calls_of("build_subagent") == ["subagents/registry.py:build"]
+    assert _calls_of("build_subagent") == ["subagents/_registry.py:build"]
 
 
 def test_create_agent_builds_a_child_in_one_place():
     children = [c for c in _calls_of("create_agent") if c.startswith(("subagents/", "middleware/"))]
-    assert children == ["subagents/builder.py:build_subagent"]
+    assert children == ["subagents/_builder.py:build_subagent"]
 
 
 # ----------------------------------------------------------------------------

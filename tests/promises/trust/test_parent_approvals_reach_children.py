@@ -18,7 +18,7 @@ from langgraph.types import Command
 
 from helpers.graphs import user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 
 MOVED: list[str] = []

@@ -12,8 +12,8 @@ from langgraph.types import Command
 
 from helpers.graphs import tool_messages, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.settings import DelegationSettings
+from deep_agent._testing import ScriptedChatModel, tool_call
+from subagents._settings import DelegationSettings
 
 DETAIL = " Details: " + "every step was checked and recorded. " * 6
 APPROVE = Command(resume={"decisions": [{"type": "approve"}]})

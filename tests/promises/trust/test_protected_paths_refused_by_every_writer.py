@@ -2,7 +2,7 @@
 
 Before: ``Write(".git/hooks/pre-commit")`` and ``Edit(".git/config")``
 succeeded, though the sandboxed ``Bash`` could not touch them. The check is
-in one place (:func:`deep_agent.tools.workspace.open_regular`, which every
+in one place (:func:`deep_agent.tools._workspace.open_regular`, which every
 write goes through); this test enumerates the built-in tools that write and
 fails when a new one is added without a row here.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from deep_agent.tools import RISKY_TOOLS, Workspace, builtin_tools
-from deep_agent.tools.protected import Protected
+from deep_agent.tools._protected import Protected
 
 PROTECTED = {
     ".git/config": "git directory",
@@ -115,7 +115,7 @@ def test_the_interpreter_and_virtual_environment_in_the_workspace_are_protected(
 def test_the_command_lines_workspace_protects_its_state_folder(tmp_path, monkeypatch):
     import argparse
 
-    from deep_agent.cli.run import workspace_of
+    from deep_agent.cli._run import workspace_of
 
     monkeypatch.chdir(tmp_path)
     args = argparse.Namespace(workspace=tmp_path, allow_home_workspace=False)
@@ -130,7 +130,7 @@ def test_the_trust_record_is_protected_when_the_config_folder_is_in_the_workspac
     # trusted-folders.json, and the next run loaded its hooks without asking.
     import argparse
 
-    from deep_agent.cli.run import workspace_of
+    from deep_agent.cli._run import workspace_of
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
     ws = workspace_of(argparse.Namespace(workspace=tmp_path, allow_home_workspace=False), tmp_path / "state")
@@ -142,7 +142,7 @@ def test_the_trust_record_is_protected_when_the_config_folder_is_in_the_workspac
 def test_agents_and_skills_folders_named_on_the_command_line_are_protected(tmp_path, monkeypatch):
     import argparse
 
-    from deep_agent.cli.run import workspace_of
+    from deep_agent.cli._run import workspace_of
 
     for name in ("agents", "skills"):
         (tmp_path / name).mkdir()
@@ -159,7 +159,7 @@ def test_the_agent_files_of_the_folder_the_run_starts_in_are_protected_when_the_
         tmp_path, monkeypatch):
     import argparse
 
-    from deep_agent.cli.run import workspace_of
+    from deep_agent.cli._run import workspace_of
 
     sub = tmp_path / "sub"
     (sub / ".claude" / "agents").mkdir(parents=True)

@@ -11,10 +11,10 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.graphs import tool_messages, user
 from subagents import wait_for_background
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 def script(path: Path, body: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from deep_agent.tools import Workspace
-from deep_agent.tools.search import search_tools, walk
+from deep_agent.tools._search import search_tools, walk
 
 HANG = 60.0
 

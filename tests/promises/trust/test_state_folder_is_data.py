@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from helpers.cli import cli
 
-from deep_agent.cli.store import (
+from deep_agent.cli._store import (
     GITIGNORE,
     MAX_STATE_FILE_BYTES,
     StateFileError,
@@ -229,8 +229,8 @@ def test_the_write_check_never_follows_a_symlink_planted_in_the_state_folder(tmp
 
 def test_a_transcript_another_folder_wrote_is_read_as_that_state_folders_data(tmp_path):
     """A shared database's record names another folder's transcript: read under the same rule, symlinks refused."""
-    from deep_agent.cli.inspect import state_holding
-    from deep_agent.cli.store import StateFileError, state_file
+    from deep_agent.cli._inspect import state_holding
+    from deep_agent.cli._store import StateFileError, state_file
 
     other = tmp_path / "project" / ".deep_agent"
     (other / "sessions" / "t" / "subagents").mkdir(parents=True)
@@ -249,8 +249,8 @@ def test_a_transcript_another_folder_wrote_is_read_as_that_state_folders_data(tm
 @pytest.mark.parametrize("planted", ["thread", "subagents", "file"])
 def test_a_transcript_is_never_written_through_a_symlink_planted_in_the_sessions_folder(tmp_path, planted):
     """A cloned checkout's own ``.deep_agent/sessions`` may hold links: a transcript never follows one out."""
-    from subagents.errors import InvalidArgument, TranscriptFileError
-    from subagents.transcripts import jsonl_path, sink_chooser
+    from subagents._errors import InvalidArgument, TranscriptFileError
+    from subagents._transcripts import jsonl_path, sink_chooser
 
     # The link leads to another folder inside the sessions folder (one leading out was refused by its path):
     # either way, no symlink below the sessions folder is followed.
@@ -274,7 +274,7 @@ def test_a_transcript_is_never_written_through_a_symlink_planted_in_the_sessions
 
 
 def test_a_transcript_is_written_inside_a_plain_sessions_folder(tmp_path):
-    from subagents.transcripts import read_jsonl, sink_chooser
+    from subagents._transcripts import read_jsonl, sink_chooser
 
     make = sink_chooser(tmp_path / "sessions", None)
     sink = make(task_id="task1", agent_type="a", thread_id="t1", tool_call_id=None, namespace=None, store=None,
@@ -288,8 +288,8 @@ def test_a_transcript_is_written_inside_a_plain_sessions_folder(tmp_path):
 def test_a_resumed_thread_reads_no_transcript_through_a_symlink(tmp_path, planted):
     # Finding a stopped task's transcript on resume (and after Ctrl-C) followed a transcript symlinked out of
     # the sessions folder and read it; a symlinked folder raised out of the resume instead of being skipped.
-    from subagents.errors import InvalidArgument, TranscriptFileError
-    from subagents.transcripts import header_for, jsonl_path, left_by_call, read_jsonl
+    from subagents._errors import InvalidArgument, TranscriptFileError
+    from subagents._transcripts import header_for, jsonl_path, left_by_call, read_jsonl
 
     sessions, elsewhere = tmp_path / "sessions", tmp_path / "elsewhere"
     path = jsonl_path(sessions, "thr", "T1")

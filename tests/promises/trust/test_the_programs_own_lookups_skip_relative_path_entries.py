@@ -13,7 +13,7 @@ import shutil
 import pytest
 from helpers.cli import SCRIPTS, cli, make_project
 
-from deep_agent.tools.sandbox import Sandbox
+from deep_agent.tools._sandbox import Sandbox
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")

@@ -20,10 +20,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from helpers.background import NOTICE, start
 from helpers.fault_servers import RecordingServer
 from helpers.graphs import user
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 from middleware import BackgroundSubagentMiddleware
-from subagents.background.remote import RemoteSubagentSpec
-from subagents.settings import DelegationSettings
+from subagents.background._remote import RemoteSubagentSpec
+from subagents._settings import DelegationSettings
 
 SECRET = "PASSWORD-7f3a"
 

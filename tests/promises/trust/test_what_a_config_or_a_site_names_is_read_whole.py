@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from deep_agent.tools import host_code
-from deep_agent.tools.protected import Protected
+from deep_agent.tools import _host_code as host_code
+from deep_agent.tools._protected import Protected
 
 HOOK = ".git/hooks/pre-commit"
 SITE = "lib/python3.11/site-packages"

@@ -1,6 +1,6 @@
 """A hook or a stdio MCP server finds neither a module nor a program of the workspace in place of the one meant.
 
-Each starts through ``subagents.definitions.on_host.launch``, which gives it
+Each starts through ``subagents.definitions._on_host.launch``, which gives it
 ``PYTHONSAFEPATH=1`` and a ``PATH`` of absolute folders only. Before: hooks got
 ``PYTHONSAFEPATH`` and servers did not, so a server ``python3 -m x`` started in
 the workspace imported an agent-written ``datetime.py`` (with the server's
@@ -18,7 +18,7 @@ import subprocess
 import pytest
 
 from deep_agent.tools import Workspace, builtin_tools
-from subagents.definitions.on_host import launch
+from subagents.definitions._on_host import launch
 
 
 @pytest.mark.parametrize("bash", ["sandbox", "unconfined"])

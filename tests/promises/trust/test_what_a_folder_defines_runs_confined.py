@@ -3,7 +3,7 @@
 Every way a hook or a stdio MCP server starts (a sync hook, an async hook, a
 server's start, a server started again after a call timed out, a user-level
 hook script outside the workspace, ``PostToolUse`` after ``Bash``) goes
-through one function (``subagents.definitions.on_host.launch``), which runs it
+through one function (``subagents.definitions._on_host.launch``), which runs it
 in ``Bash``'s sandbox. Each route runs a probe that tries what the sandbox
 takes away: a variable it drops (``SECRET_TOKEN``), a protected path
 (``.git/config``), the host's home folder.
@@ -34,10 +34,10 @@ import pytest
 from helpers.mcp_tasks import SERVERS
 
 from deep_agent.tools import Workspace, builtin_tools
-from deep_agent.tools.sandbox import Sandbox
-from subagents.definitions.hooks import arun_hook, run_hook
-from subagents.definitions.mcp import McpServerError, McpSessions, connection_for
-from subagents.definitions.on_host import launch
+from deep_agent.tools._sandbox import Sandbox
+from subagents.definitions._hooks import arun_hook, run_hook
+from subagents.definitions._mcp import McpServerError, McpSessions, connection_for
+from subagents.definitions._on_host import launch
 
 if shutil.which("bwrap") is None:
     pytest.skip("bwrap is not installed (Debian's bubblewrap package)", allow_module_level=True)
@@ -132,7 +132,7 @@ def mcp_server_after_a_call_timed_out(ws: Path) -> None:
 
 def post_tool_use_after_bash(ws: Path) -> None:
     from deep_agent import create_deep_agent
-    from deep_agent.testing import ScriptedChatModel, tool_call
+    from deep_agent._testing import ScriptedChatModel, tool_call
 
     hooks = {"PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "sh probe.sh"}]}]}
     model = ScriptedChatModel(responses=[{"tool_calls": [tool_call("Bash", command="echo hi")]}, "done"])

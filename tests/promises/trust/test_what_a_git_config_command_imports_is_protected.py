@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import subprocess
 
-from deep_agent.tools.protected import Protected
+from deep_agent.tools._protected import Protected
 
 RUNS_A_COMMAND = [  # every key whose value git runs; each imports a module of its own name
     "filter.nb.clean", "filter.nb.smudge", "filter.nb.process", "diff.nb.textconv", "diff.nb.command",

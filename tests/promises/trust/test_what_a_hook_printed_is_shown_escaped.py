@@ -9,7 +9,7 @@ user's terminal through the logged warning.
 
 from __future__ import annotations
 
-from subagents.definitions.hooks import run_hook
+from subagents.definitions._hooks import run_hook
 
 
 def test_a_hooks_escape_sequences_are_shown_not_acted_on():

@@ -65,7 +65,7 @@ def test_the_users_own_config_of_another_version_control_is_read_too(tmp_path, m
     """A hook in the user's ``~/.hgrc`` (or the XDG folder's, or ``HGRCPATH``'s; Sapling's and Jujutsu's likewise)
     runs in the repository too: what its python imports from the top is protected, as for git's global config.
     Before, only the repository's own file was read, and ``argparse.py`` planted at the top ran."""
-    from deep_agent.tools.protected import Protected
+    from deep_agent.tools._protected import Protected
 
     ws = tmp_path / "ws"
     (ws / vcs).mkdir(parents=True)
@@ -88,7 +88,7 @@ def test_an_odd_config_or_hook_never_stops_the_walk_and_what_follows_it_is_still
     import shutil
     import subprocess
 
-    from deep_agent.tools.protected import Protected
+    from deep_agent.tools._protected import Protected
 
     ws = tmp_path / "ws"
     ws.mkdir()

@@ -28,7 +28,7 @@ import pytest
 from helpers.cli import TESTS
 
 from deep_agent.tools import builtin_tools
-from deep_agent.tools.protected import Protected
+from deep_agent.tools._protected import Protected
 
 AGENT = """---
 name: coder
@@ -50,8 +50,8 @@ Work.
 
 
 def test_what_a_trusted_hook_or_server_runs_and_the_runs_own_files_are_protected(tmp_path, monkeypatch):
-    import deep_agent.cli.run as run
-    from deep_agent.cli.app import parse
+    import deep_agent.cli._run as run
+    from deep_agent.cli._app import parse
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
@@ -79,8 +79,8 @@ def test_what_a_trusted_hook_or_server_runs_and_the_runs_own_files_are_protected
 
 
 def test_what_your_own_agent_files_hooks_run_from_the_folder_is_protected(tmp_path, monkeypatch):
-    import deep_agent.cli.run as run
-    from deep_agent.cli.app import parse
+    import deep_agent.cli._run as run
+    from deep_agent.cli._app import parse
 
     home, folder = tmp_path / "home", tmp_path / "project"
     (home / ".claude" / "agents").mkdir(parents=True)

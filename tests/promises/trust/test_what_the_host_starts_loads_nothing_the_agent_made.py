@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_agent.tools.protected import Protected
+from deep_agent.tools._protected import Protected
 
 PRE_COMMIT = """#!/usr/bin/env bash
 INSTALL_PYTHON=/usr/bin/python3

@@ -15,13 +15,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.attacks import MODES, _assert_one_message_and_record_per_call, _invoke, _parallel, _records, _user
 from helpers.containment import SharedState, start
 from helpers.graphs import records, tool_messages
 from middleware import SubAgentMiddleware
 from subagents import SubagentSpec
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 @MODES

@@ -22,7 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.attacks import (
     MODES,
     _assert_one_message_and_record_per_call,
@@ -41,7 +41,7 @@ from subagents import (
     CompiledSubagent,
     SubagentSpec,
 )
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 @MODES

@@ -15,11 +15,11 @@ import pytest
 from langchain.agents import create_agent
 
 from deep_agent import SubAgentMiddleware, create_deep_agent
-from deep_agent.factory import MissingExtraError
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._factory import MissingExtraError
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import SpecError
 from helpers.graphs import user
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 pytest.importorskip("deepagents")
 from deepagents.backends import StateBackend  # noqa: E402

@@ -31,8 +31,8 @@ from langchain_core.messages import SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.settings import DelegationSettings
+from deep_agent._testing import ScriptedChatModel, tool_call
+from subagents._settings import DelegationSettings
 
 LIBS = ["deep_agent"]
 try:

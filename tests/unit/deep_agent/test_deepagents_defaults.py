@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from deep_agent import SubAgentMiddleware, create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.settings import DelegationSettings
+from deep_agent._testing import ScriptedChatModel, tool_call
+from subagents._settings import DelegationSettings
 
 ANSWER = "The helper's complete answer, long enough to stand as a full report. " * 4
 

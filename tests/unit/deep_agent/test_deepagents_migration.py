@@ -14,7 +14,7 @@ from langchain.agents import AgentState
 
 from helpers.compat import ANSWER, delegating, tool_texts
 from helpers.graphs import user
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 
 # -- where we deliberately differ: the error says what to write ---------------
 

@@ -14,9 +14,9 @@ import pytest
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.graphs import user
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 INSTALL = 'pip install "governed-subagents[deepagents]"'
 

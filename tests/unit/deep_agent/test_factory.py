@@ -15,10 +15,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from deep_agent import create_deep_agent
-from deep_agent.cli.store import read_thread
-from deep_agent.factory import SNAPSHOT_EVERY, DeepAgentState, apply_message_writes, saved_messages
-from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.settings import DelegationSettings
+from deep_agent.cli._store import read_thread
+from deep_agent._factory import SNAPSHOT_EVERY, DeepAgentState, apply_message_writes, saved_messages
+from deep_agent._testing import ScriptedChatModel, tool_call
+from subagents._settings import DelegationSettings
 
 IDS = st.sampled_from("abcdef")
 MESSAGE = st.builds(lambda i, text: AIMessage(text, id=i), IDS, st.text("xyz", max_size=3))

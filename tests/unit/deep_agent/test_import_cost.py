@@ -21,13 +21,13 @@ ON_DEMAND = (
     "sqlite3",
     "mcp",
     "langchain_mcp_adapters",
-    "middleware.background",
-    "middleware.dynamic",
+    "middleware._background",
+    "middleware._dynamic",
     "subagents.background",
-    "subagents.background.remote",
-    "subagents.background.runtime",
-    "subagents.definitions.hooks",
-    "subagents.definitions.mcp",
+    "subagents.background._remote",
+    "subagents.background._runtime",
+    "subagents.definitions._hooks",
+    "subagents.definitions._mcp",
     "deep_agent.cli",
     "deep_agent.tools",
 )
@@ -65,8 +65,8 @@ def test_they_load_when_an_agent_uses_them() -> None:
     # The check itself can fail: asking for background tasks and hooks does load their modules.
     loaded = _loaded_after(
         "from deep_agent import create_deep_agent\n"
-        "from deep_agent.testing import ScriptedChatModel\n"
+        "from deep_agent._testing import ScriptedChatModel\n"
         "create_deep_agent(ScriptedChatModel(responses=['ok']), background=True,\n"
         "                  hooks={'PreToolUse': [{'matcher': 'task', 'hooks': [{'type': 'command', 'command': 'true'}]}]})"
     )
-    assert {"middleware.background", "subagents.background", "subagents.definitions.hooks", "sqlite3"} <= set(loaded)
+    assert {"middleware._background", "subagents.background", "subagents.definitions._hooks", "sqlite3"} <= set(loaded)

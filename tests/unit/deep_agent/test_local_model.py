@@ -14,8 +14,8 @@ import json
 import jinja2
 import pytest
 
-from deep_agent import local_model
-from deep_agent.local_model import CHATML_TOOLS, TEMPLATES, ChatTemplateError, chat_template_text
+from deep_agent import _local_model as local_model
+from deep_agent._local_model import CHATML_TOOLS, TEMPLATES, ChatTemplateError, chat_template_text
 
 TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "Look up a fact.",
                                            "parameters": {"type": "object", "properties": {"key": {"type": "string"}}}}}]

@@ -28,8 +28,8 @@ from langchain_core.runnables import RunnableLambda  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
 import deep_agent  # noqa: E402
-from deep_agent.testing import ScriptedChatModel  # noqa: E402
-from subagents.spec import SpecError  # noqa: E402
+from deep_agent._testing import ScriptedChatModel  # noqa: E402
+from subagents._spec import SpecError  # noqa: E402
 
 PAGE = Path(__file__).parents[3] / "docs" / "migrating.md"
 VERDICTS = {"as is", "different", "refused"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from langchain_openai import ChatOpenAI
 
-from deep_agent.model_choice import NoModelConfigured, choose_model
+from deep_agent._model_choice import NoModelConfigured, choose_model
 
 LOCAL = "http://127.0.0.1:8080/v1"
 

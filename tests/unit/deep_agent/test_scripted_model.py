@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
-from deep_agent.testing import ScriptExhausted, ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptExhausted, ScriptedChatModel, tool_call
 
 pytestmark = pytest.mark.busy  # .ci/run runs it again with every core hogged
 
@@ -70,7 +70,7 @@ def test_latency_on_both_paths(monkeypatch):
             all_in.set()
         await all_in.wait()
 
-    monkeypatch.setattr("deep_agent.testing.asyncio", SimpleNamespace(sleep=sleep))
+    monkeypatch.setattr("deep_agent._testing.asyncio", SimpleNamespace(sleep=sleep))
 
     async def three():
         await asyncio.wait_for(asyncio.gather(*(model.ainvoke(f"{i}") for i in range(3))), 60)

@@ -11,10 +11,10 @@ from langchain.tools import ToolRuntime
 from langchain_core.tools.base import _get_type_hints
 from langgraph.checkpoint.memory import InMemorySaver
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware
 from subagents.background import wait_for_background
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 def _middleware() -> BackgroundSubagentMiddleware:

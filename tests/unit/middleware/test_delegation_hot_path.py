@@ -27,15 +27,15 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableLambda
 from langgraph.types import Command
 
-import middleware.subagents as delegating
-import middleware.task_tool as task_tool
-from deep_agent.testing import ScriptedChatModel
+import middleware._subagents as delegating
+import middleware._task_tool as task_tool
+from deep_agent._testing import ScriptedChatModel
 from middleware import SubAgentMiddleware
 from subagents import get_transcript
-from subagents.metering import TaskMeter, TranscriptRecorder
-from subagents.outcome import _TASK_ID_NAMESPACE, task_id_for
-from subagents.runner import ConcurrencyLimit
-from subagents.settings import DelegationSettings
+from subagents._metering import TaskMeter, TranscriptRecorder
+from subagents._outcome import _TASK_ID_NAMESPACE, task_id_for
+from subagents._runner import ConcurrencyLimit
+from subagents._settings import DelegationSettings
 
 ANSWER = "the child's full answer, long enough to be a report of what it did"
 
@@ -256,7 +256,7 @@ def test_no_cap_never_waits_and_a_cap_still_holds():
 def test_the_delegation_cap_counts_only_the_current_run_in_order():
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-    from middleware.limits import DelegationLimit
+    from middleware._limits import DelegationLimit
 
     def calls(*ids, name="task"):
         return AIMessage("", tool_calls=[{"name": name, "args": {}, "id": i, "type": "tool_call"} for i in ids])
@@ -329,7 +329,7 @@ def test_the_task_tool_raises_bad_arguments_that_are_no_models_tool_call():
 def test_a_bad_task_call_whose_record_cannot_be_built_is_still_answered_and_the_parent_goes_on(run, monkeypatch):
     from langchain_core.messages import AIMessage
 
-    import middleware.task_tool as recorded
+    import middleware._task_tool as recorded
 
     def broken(*args, **kwargs):
         raise KeyError("record store broke")

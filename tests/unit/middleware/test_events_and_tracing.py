@@ -11,7 +11,7 @@ from langsmith import get_tracing_context
 
 from helpers.graphs import user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 
 def two_children():

@@ -31,11 +31,11 @@ from langgraph.types import Command
 
 from helpers.background import started_ids, wait_for
 from helpers.graphs import records, tool_messages, user
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
-from subagents.background.local import known_task
-from subagents.boundary import child_state_schema
-from subagents.settings import DelegationSettings
+from subagents.background._local import known_task
+from subagents._boundary import child_state_schema
+from subagents._settings import DelegationSettings
 
 ANSWER = "The child's full report: " + "everything it found, in order. " * 3
 
@@ -157,7 +157,7 @@ class Wide(AgentState):
 
 
 def test_child_state_keeps_reducers_and_drops_private_and_excluded_keys():
-    from middleware.task_tool import EXCLUDED_STATE_KEYS
+    from middleware._task_tool import EXCLUDED_STATE_KEYS
 
     schema = child_state_schema([], parent_schemas=[Wide], excluded=EXCLUDED_STATE_KEYS)
     hints = get_type_hints(schema, include_extras=True)
@@ -336,7 +336,7 @@ def retrying_agent(reply: Any, retries: int) -> tuple[Any, ScriptedChatModel]:
 
 @pytest.fixture(autouse=True)
 def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    import subagents.builder as mm
+    import subagents._builder as mm
 
     monkeypatch.setattr(mm, "RETRY_INITIAL_DELAY_S", 0.0)
 

@@ -15,10 +15,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents.background import wait_for_background
-from subagents.ledger import touch_if_quiet
-from subagents.settings import DelegationSettings
+from subagents._ledger import touch_if_quiet
+from subagents._settings import DelegationSettings
 
 QUIET_RUNS = 150
 """Runs without a delegation after the one that delegated: about 750 steps, 15 of the 50-update cadence."""

@@ -1,6 +1,6 @@
 """A background notice inside a run is not a user turn: a run that delegated before it is not read as quiet.
 
-The touch at a run's start (``subagents.ledger.touch_if_quiet``) is for
+The touch at a run's start (``subagents._ledger.touch_if_quiet``) is for
 threads that stopped delegating; a thread that delegates every run is left
 alone. A notice (a ``HumanMessage`` the background middleware posts inside a
 run) cut the scan short, so such a thread was touched every run.
@@ -13,10 +13,10 @@ from typing import Any
 from langchain.agents.middleware import ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from middleware.background import BackgroundSubagentMiddleware
-from middleware.limits import notice_message
-from middleware.subagents import SubAgentMiddleware
-from subagents.spec import SubagentSpec
+from middleware._background import BackgroundSubagentMiddleware
+from middleware._limits import notice_message
+from middleware._subagents import SubAgentMiddleware
+from subagents._spec import SubagentSpec
 
 
 def _state(tool: str, ledger_key: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """A thread that only reads its background tasks (list_async_tasks every run) still writes its ledger.
 
 A run that calls a background tool is not touched at its start (see
-``subagents.ledger.touch_if_quiet``); if that call wrote nothing either, the
+``subagents._ledger.touch_if_quiet``); if that call wrote nothing either, the
 ledger's channel took no update for as long as the thread kept listing, and
 each load walked back over every checkpoint since its last snapshot.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
-from subagents.background.tasks import wait_for_background
+from deep_agent._testing import ScriptedChatModel, tool_call
+from subagents.background._tasks import wait_for_background
 
 
 def test_runs_that_list_settled_tasks_each_write_the_ledger() -> None:

@@ -17,9 +17,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
-from middleware.root_turn_limit import RootTurnLimit
-from subagents.settings import DelegationSettings
+from deep_agent._testing import ScriptedChatModel, tool_call
+from middleware._root_turn_limit import RootTurnLimit
+from subagents._settings import DelegationSettings
 
 ANSWER = "the child's full answer, long enough to be a report of what it did"
 

@@ -13,7 +13,7 @@ from langchain.agents.middleware import ModelChoice, ModelRouterMiddleware
 from langchain_core.decisions import BaseDecisionModel, ClassifierResponse
 
 from deep_agent import SubAgentMiddleware, create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.graphs import user
 
 pytestmark = pytest.mark.filterwarnings("ignore::langchain_core._api.beta_decorator.LangChainBetaWarning")

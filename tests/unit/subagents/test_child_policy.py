@@ -1,4 +1,4 @@
-"""One policy object says how delegation treats a middleware, read one way (``subagents.roles.policy_of``).
+"""One policy object says how delegation treats a middleware, read one way (``subagents._roles.policy_of``).
 
 Before: five class attributes, each read with a rule of its own (``keeps_model`` and ``request_neutral`` from
 the class's own namespace, ``model_call_only``, ``inherited_by_subagents`` and
@@ -13,12 +13,12 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, PIIMiddleware
 
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.graphs import user
 from middleware import SubAgentMiddleware
 from subagents import ChildPolicy, SubagentSpec
-from subagents.roles import policy_of
-from subagents.settings import DelegationSettings
+from subagents._roles import policy_of
+from subagents._settings import DelegationSettings
 
 SEEN: list[str] = []
 

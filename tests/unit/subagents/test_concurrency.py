@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from subagents.runner import ConcurrencyLimit
+from subagents._runner import ConcurrencyLimit
 
 
 def test_a_place_is_given_back_only_when_the_last_share_is_released():

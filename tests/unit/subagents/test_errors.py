@@ -17,8 +17,8 @@ from langchain_core.messages import HumanMessage
 import deep_agent
 import middleware
 import subagents
-from subagents.definitions.skills import SkillCatalog, skills_for
-from subagents.errors import (
+from subagents.definitions._skills import SkillCatalog, skills_for
+from subagents._errors import (
     BudgetExceeded,
     InvalidArgument,
     InvalidArgumentType,
@@ -38,7 +38,7 @@ from subagents.errors import (
     UnknownTask,
     UnsupportedCall,
 )
-from subagents.metering import Budget, TaskMeter
+from subagents._metering import Budget, TaskMeter
 
 
 def _library_modules() -> list[str]:
@@ -69,13 +69,13 @@ def test_every_error_and_warning_class_of_the_library_sits_under_one_base():
 
 
 # Also LangGraph's ParentCommand (how a refused root middleware call ends the run): defined beside the meter, where
-# LangGraph is loaded already, so subagents.errors (which `deep-agent --help` imports) never loads it.
-_BESIDE_LANGGRAPH = {"subagents.metering.RunEnded"}
+# LangGraph is loaded already, so subagents._errors (which `deep-agent --help` imports) never loads it.
+_BESIDE_LANGGRAPH = {"subagents._metering.RunEnded"}
 
 
 def test_the_library_errors_live_in_one_module():
     elsewhere = [f"{c.__module__}.{c.__qualname__}" for c in _defined_exception_classes()
-                 if c.__module__.startswith(("subagents", "middleware")) and c.__module__ != "subagents.errors"]
+                 if c.__module__.startswith(("subagents", "middleware")) and c.__module__ != "subagents._errors"]
     assert set(elsewhere) == _BESIDE_LANGGRAPH
 
 
@@ -93,17 +93,17 @@ def test_each_error_keeps_the_builtin_base_a_caller_may_already_catch(error, bui
 # The raises of a built-in exception the library keeps, each for a reason (file, the raise's text).
 _BUILTIN_RAISES = {
     # A module's __getattr__ must raise AttributeError: hasattr and ``from x import y`` read it.
-    ("subagents/exports.py", "raise AttributeError("),
+    ("subagents/_exports.py", "raise AttributeError("),
     ("deep_agent/_deepagents.py", "raise AttributeError("),
     # Raised inside a try and wrapped at once into a library error naming the ledger or the server.
-    ("subagents/ledger.py", 'raise ValueError(f"it holds a'),
-    ("subagents/definitions/mcp.py", 'raise RuntimeError("its task had ended")'),
+    ("subagents/_ledger.py", 'raise ValueError(f"it holds a'),
+    ("subagents/definitions/_mcp.py", 'raise RuntimeError("its task had ended")'),
     # Its one caller catches it: a background start goes without the outcome file it names.
-    ("subagents/background/runtime.py", 'raise LookupError("an async SQLite checkpointer'),
+    ("subagents/background/_runtime.py", 'raise LookupError("an async SQLite checkpointer'),
     # A pydantic validator raises ValueError; the caller sees OutputSchemaViolation, or the model a tool error.
-    ("subagents/builder.py", "raise ValueError(violation)"),
-    ("middleware/task_tool.py", 'raise ValueError("`description` is empty'),
-    ("middleware/dynamic.py", "raise ValueError("),
+    ("subagents/_builder.py", "raise ValueError(violation)"),
+    ("middleware/_task_tool.py", 'raise ValueError("`description` is empty'),
+    ("middleware/_dynamic.py", "raise ValueError("),
 }
 _BUILTIN = re.compile(r"raise (ValueError|TypeError|RuntimeError|KeyError|LookupError|IndexError)\(")
 
@@ -124,8 +124,8 @@ def test_the_library_raises_its_own_errors_not_bare_builtins():
 
 def test_a_bad_argument_is_a_library_error_and_still_the_builtin_a_caller_catches():
     from subagents.background import wait_for_background
-    from subagents.ledger import merge_async_records
-    from subagents.registry import GraphCache
+    from subagents._ledger import merge_async_records
+    from subagents._registry import GraphCache
 
     with pytest.raises(InvalidArgument, match="every_s must be a number of seconds > 0") as raised:
         wait_for_background({}, every_s=0)
@@ -137,7 +137,7 @@ def test_a_bad_argument_is_a_library_error_and_still_the_builtin_a_caller_catche
 
 
 def test_a_missing_task_or_transcript_is_a_library_lookup_error_with_its_message_as_text():
-    from subagents.transcripts import get_transcript, read_transcript
+    from subagents._transcripts import get_transcript, read_transcript
 
     with pytest.raises(UnknownTask) as raised:
         get_transcript({}, {"configurable": {"thread_id": "t"}}, "nope")

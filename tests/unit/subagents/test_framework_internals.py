@@ -18,10 +18,10 @@ from langgraph.constants import CONF
 from langgraph.graph import StateGraph
 from langgraph.runtime import get_runtime
 
-from subagents.boundary import graph_namespace, parent_channels
-from subagents.definitions.models import inferred_provider
-from subagents.errors import SubagentsError
-from subagents.metering import in_tool_step
+from subagents._boundary import graph_namespace, parent_channels
+from subagents.definitions._models import inferred_provider
+from subagents._errors import SubagentsError
+from subagents._metering import in_tool_step
 
 
 class State(TypedDict, total=False):
@@ -94,7 +94,7 @@ def test_a_model_call_made_in_a_tool_is_seen_in_the_tool_steps_namespace() -> No
     from langchain_core.callbacks import BaseCallbackHandler
     from langchain_core.tools import tool
 
-    from deep_agent.testing import ScriptedChatModel, tool_call
+    from deep_agent._testing import ScriptedChatModel, tool_call
 
     seen: list[bool] = []
 
@@ -137,7 +137,7 @@ def test_a_chat_model_without_its_own_async_call_runs_its_sync_one_on_a_thread()
     from langchain_core.messages import AIMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
 
-    from subagents.builder import runs_on_a_thread
+    from subagents._builder import runs_on_a_thread
 
     class SyncOnly(BaseChatModel):
         @property

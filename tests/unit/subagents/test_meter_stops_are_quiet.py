@@ -15,7 +15,7 @@ import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.graphs import echo, parent_script, records, tool_messages, user
 from subagents import Budget
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 
 from subagents import AgentFileError, SpecError, coerce_spec, discover_agents, load_agent_file
-from subagents.registry import DynamicSubagentError, check_definition
-from subagents.definitions.skills import check_skill_entry
+from subagents._registry import DynamicSubagentError, check_definition
+from subagents.definitions._skills import check_skill_entry
 from subagents.background import RemoteSubagentSpec
 from subagents.definitions import load_skill, normalize_mcp_config
-from subagents.errors import SkillFileError
-from subagents.definitions.models import check_model_name
+from subagents._errors import SkillFileError
+from subagents.definitions._models import check_model_name
 from helpers.agent_files import write
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 TESTS = Path(__file__).resolve().parents[2]
 REPO = TESTS.parent
@@ -37,7 +37,7 @@ def left_for_the_collector(stream: bool) -> dict[str, list[str]]:
     from helpers.graphs import user
     from langchain.agents import create_agent
 
-    from deep_agent.testing import ScriptedChatModel, tool_call
+    from deep_agent._testing import ScriptedChatModel, tool_call
     from middleware import SubAgentMiddleware
 
     model = ScriptedChatModel(rules=[

@@ -12,7 +12,7 @@ from langchain.agents.middleware import PIIMiddleware
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from helpers.graphs import user
 
 EMAIL, LOOKED_UP = "bob@example.com", "carol@example.com"

@@ -11,7 +11,7 @@ from collections.abc import Generator
 
 import pytest
 
-from subagents.plans import adrive, drive
+from subagents._plans import adrive, drive
 
 
 def _plan(left: list[str]) -> Generator[str, str, str]:

@@ -9,11 +9,11 @@ from pydantic import ValidationError
 
 from helpers.graphs import records, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
 from subagents import Budget, SpecError
-from subagents.transcripts import jsonl_path
-from subagents.settings import DelegationSettings, Limits, Observability
+from subagents._transcripts import jsonl_path
+from subagents._settings import DelegationSettings, Limits, Observability
 
 
 @tool
@@ -48,7 +48,7 @@ def test_flat_names_land_in_their_groups():
 
 
 def test_every_field_name_is_one_settings_name():
-    from subagents.settings import _GROUP_OF
+    from subagents._settings import _GROUP_OF
 
     fields = [name for info in DelegationSettings.model_fields.values() for name in info.annotation.model_fields]
     assert sorted(fields) == sorted(_GROUP_OF)  # no name in two groups: the flat form is unambiguous

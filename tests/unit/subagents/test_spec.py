@@ -6,9 +6,9 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 from subagents import CompiledSubagent, SpecError, SubagentSpec, coerce_spec, coerce_specs
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 def test_plain_dict_becomes_a_spec_and_runnable_dict_a_compiled_subagent():

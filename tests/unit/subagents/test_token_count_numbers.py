@@ -8,8 +8,8 @@ from fractions import Fraction
 import pytest
 
 from subagents import Budget
-from subagents.metering import token_count
-from subagents.metering import MAX_REPORTED_TOKENS
+from subagents._metering import token_count
+from subagents._metering import MAX_REPORTED_TOKENS
 
 
 @pytest.mark.parametrize("value, expected", [

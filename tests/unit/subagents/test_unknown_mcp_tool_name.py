@@ -7,11 +7,11 @@ import warnings
 import pytest
 from langchain_core.tools import tool
 
-from deep_agent.testing import ScriptedChatModel
-from subagents.builder import BuildOptions, build_subagent
-from subagents.errors import SpecError
-from subagents.settings import Definitions
-from subagents.spec import SubagentSpec
+from deep_agent._testing import ScriptedChatModel
+from subagents._builder import BuildOptions, build_subagent
+from subagents._errors import SpecError
+from subagents._settings import Definitions
+from subagents._spec import SubagentSpec
 
 
 @tool

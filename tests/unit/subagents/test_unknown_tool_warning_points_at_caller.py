@@ -6,9 +6,9 @@ import warnings
 
 from langchain_core.tools import tool
 
-from deep_agent.testing import ScriptedChatModel
-from subagents.builder import build_subagent
-from subagents.spec import SubagentSpec
+from deep_agent._testing import ScriptedChatModel
+from subagents._builder import build_subagent
+from subagents._spec import SubagentSpec
 
 
 @tool

@@ -8,10 +8,10 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from deep_agent.cli.approvals import describe_call
-from deep_agent.cli.errors import CONTEXT_HINT, with_hint
-from deep_agent.cli.live_view import TaskTree, clipped
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent.cli._approvals import describe_call
+from deep_agent.cli._errors import CONTEXT_HINT, with_hint
+from deep_agent.cli._live_view import TaskTree, clipped
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 
 @tool
@@ -58,8 +58,8 @@ def test_the_approval_text_holds_every_argument_whole():
 def test_the_summary_counts_the_roots_delegations_and_each_task_once():
     from rich.console import Console
 
-    from deep_agent.cli.session import summary_table
-    from deep_agent.cli.store import TaskRow
+    from deep_agent.cli._session import summary_table
+    from deep_agent.cli._store import TaskRow
 
     rows = [TaskRow(id="a", kind="task", agent_type="editor", status="completed", model_calls=2),
             TaskRow(id="b", kind="task", agent_type="editor", status="error", model_calls=1),

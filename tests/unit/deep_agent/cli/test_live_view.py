@@ -8,8 +8,8 @@ import time
 from langchain_core.messages import AIMessage, ToolMessage
 from rich.console import Console
 
-from deep_agent.cli.live_view import TaskTree
-from deep_agent.cli.store import task_rows
+from deep_agent.cli._live_view import TaskTree
+from deep_agent.cli._store import task_rows
 
 
 def render(tree: TaskTree, color: bool = False) -> str:

@@ -8,8 +8,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from rich.console import Console
 
 from deep_agent import create_deep_agent
-from deep_agent.cli.live_view import TaskTree
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent.cli._live_view import TaskTree
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 
 def render(tree: TaskTree) -> str:

@@ -7,7 +7,7 @@ import re
 import pytest
 from rich.console import Console
 
-from deep_agent.cli.live_view import TaskTree
+from deep_agent.cli._live_view import TaskTree
 
 
 def render(tree: TaskTree) -> str:

@@ -8,8 +8,8 @@ import time
 
 from rich.console import Console
 
-from deep_agent.cli.inspect import tasks_json, tasks_view
-from deep_agent.cli.store import TaskRow
+from deep_agent.cli._inspect import tasks_json, tasks_view
+from deep_agent.cli._store import TaskRow
 
 OUTCOME = ("The editor fixed the typo in notes.txt and rewrote the introduction so that every sentence "
            "reads plainly; nothing else changed in the repository")

@@ -13,9 +13,9 @@ import pytest
 from helpers.processes import until_nothing_works_in
 
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from deep_agent.tools import builtin_tools
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 @pytest.fixture()
@@ -179,7 +179,7 @@ def test_a_file_name_that_is_not_utf8_reaches_the_model_as_sendable_text(ws):
 
 
 def test_a_pattern_that_backtracks_without_end_is_stopped_and_named(ws, monkeypatch):
-    from deep_agent.tools import search
+    from deep_agent.tools import _search as search
 
     monkeypatch.setattr(search, "GREP_SECONDS", 0.5)
     (ws / "long.txt").write_text("a" * 5000 + "!\n", encoding="utf-8")  # Python's re takes years on this
@@ -190,7 +190,7 @@ def test_a_pattern_that_backtracks_without_end_is_stopped_and_named(ws, monkeypa
 
 
 def test_glob_stops_looking_after_its_cap_and_says_so(ws, monkeypatch):
-    from deep_agent.tools import search
+    from deep_agent.tools import _search as search
 
     monkeypatch.setattr(search, "MAX_GLOB_SCANNED", 5)
     for i in range(8):
@@ -202,7 +202,7 @@ def test_glob_stops_looking_after_its_cap_and_says_so(ws, monkeypatch):
 
 def test_a_pipe_put_in_place_of_a_checked_file_is_refused_not_waited_on(ws, monkeypatch):
     # The file is checked, then swapped for a pipe before it is opened: the open itself must not block.
-    from deep_agent.tools import workspace
+    from deep_agent.tools import _workspace as workspace
 
     (ws / "swap.txt").write_text("x\n", encoding="utf-8")
     real = workspace.open_regular

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_agent.tools import search, builtin_tools
+from deep_agent.tools import _search as search, builtin_tools
 
 
 def tools(root: Path) -> dict:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deep_agent.tools import builtin_tools
-from deep_agent.tools.search import GlobWalk, walkable_from
+from deep_agent.tools._search import GlobWalk, walkable_from
 
 SKIPPED = frozenset({".git", ".venv", "node_modules", "__pycache__", ".deep_agent"})
 
@@ -115,7 +115,7 @@ def test_a_pattern_without_star_star_walks_no_deeper_than_it_reaches(tmp_path: P
 
 
 def test_glob_stops_at_its_deadline_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from deep_agent.tools import search
+    from deep_agent.tools import _search as search
 
     root = _tree(tmp_path)
     monkeypatch.setattr(search, "GLOB_SECONDS", 0)

@@ -9,10 +9,10 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ModelFallbackMiddleware, ModelRetryMiddleware
 from langchain_core.tools import tool
 
-from deep_agent.testing import ScriptedChatModel
+from deep_agent._testing import ScriptedChatModel
 from middleware import BackgroundSubagentMiddleware
 from subagents import SubagentSpec, TaskCall
-from subagents.background.runtime import (
+from subagents.background._runtime import (
     FusedModelCalls,
     Inboxes,
     LoopModels,
@@ -21,9 +21,9 @@ from subagents.background.runtime import (
     background_child_middleware,
     may_swap_model,
 )
-from subagents.boundary import OneLevelGuard, OneLevelToolGuard
-from subagents.builder import guard_for
-from subagents.settings import DelegationSettings
+from subagents._boundary import OneLevelGuard, OneLevelToolGuard
+from subagents._builder import guard_for
+from subagents._settings import DelegationSettings
 
 
 class CountingExecutor(concurrent.futures.ThreadPoolExecutor):

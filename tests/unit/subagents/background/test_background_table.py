@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from subagents.background.runtime import TaskTable
+from subagents.background._runtime import TaskTable
 
 
 def test_finished_tasks_are_evicted_by_age_oldest_first():

@@ -9,11 +9,11 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from deep_agent.testing import ScriptedChatModel
-from subagents.background.runtime import FusedModelCalls, LoopModels, OwnLoopModels, fused_model_calls
+from deep_agent._testing import ScriptedChatModel
+from subagents.background._runtime import FusedModelCalls, LoopModels, OwnLoopModels, fused_model_calls
 from subagents import ChildPolicy
-from subagents.boundary import OneLevelGuard, OneLevelToolGuard
-from subagents.truncation import RetryTruncated
+from subagents._boundary import OneLevelGuard, OneLevelToolGuard
+from subagents._truncation import RetryTruncated
 
 
 class Tag(AgentMiddleware):

@@ -20,7 +20,7 @@ import pytest
 
 from subagents import RemoteSubagentSpec
 from subagents.background import BackgroundRuntime
-from subagents.background.remote import AEGRA_APP_MODULE, RemoteClientPool
+from subagents.background._remote import AEGRA_APP_MODULE, RemoteClientPool
 
 
 def _app(seen: list[asyncio.AbstractEventLoop]) -> Any:

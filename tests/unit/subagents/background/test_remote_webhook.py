@@ -10,7 +10,7 @@ from helpers.fault_servers import RecordingServer
 
 from deep_agent import AsyncSubAgentMiddleware
 from subagents import RemoteSubagentSpec, SpecError
-from subagents.background.remote import RemoteTaskRunner
+from subagents.background._remote import RemoteTaskRunner
 
 
 @pytest.fixture

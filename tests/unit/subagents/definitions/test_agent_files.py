@@ -10,12 +10,12 @@ from langchain_core.tools import tool
 
 from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import AgentFileError, SpecError, discover_agents, load_agent_dirs, load_agent_file
-from subagents.errors import DefinitionFileWarning
+from subagents._errors import DefinitionFileWarning
 from helpers.agent_files import BAD, DETAIL, GOOD, SKILLS, agent_md, write
 from helpers.agent_files import BAD_CASES
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 
 # -- parsing ------------------------------------------------------------------

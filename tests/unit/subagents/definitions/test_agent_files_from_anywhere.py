@@ -9,9 +9,9 @@ import tracemalloc
 import pytest
 import yaml
 
-from deep_agent.cli.app import main as cli
+from deep_agent.cli._app import main as cli
 from subagents import AgentFileError, discover_agents, load_agent_file
-from subagents.definitions.agent_files import parse_agent_file
+from subagents.definitions._agent_files import parse_agent_file
 from helpers.agent_files import agent_md, write
 from helpers.background import returns
 

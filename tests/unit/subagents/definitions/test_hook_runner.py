@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers.background import wait_for
-from subagents.definitions.hooks import MAX_OUTPUT_CHARS, HookOutcome, arun_hook, run_hook
+from subagents.definitions._hooks import MAX_OUTPUT_CHARS, HookOutcome, arun_hook, run_hook
 
 EVENT = {"hook_event_name": "PreToolUse", "tool_name": "Bash"}
 Run = Callable[..., HookOutcome]

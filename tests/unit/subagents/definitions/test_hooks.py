@@ -10,10 +10,10 @@ from langchain_core.tools import tool
 
 from helpers.graphs import records, tool_messages, user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import AgentFileError, SpecError, discover_agents, load_agent_file
 from helpers.agent_files import DETAIL, write
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 
 RAN: list[str] = []
 

@@ -8,13 +8,13 @@ import pytest
 
 from helpers.graphs import user
 from deep_agent import create_deep_agent
-from deep_agent.testing import ScriptedChatModel, tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import SpecError
 from subagents.definitions import available_skills_block, discover_skills, load_skill, load_skill_dirs
-from subagents.errors import SkillFileError
+from subagents._errors import SkillFileError
 
 from helpers.agent_files import SKILLS
-from subagents.settings import DelegationSettings
+from subagents._settings import DelegationSettings
 DETAIL = " Details: " + "every step was checked and recorded. " * 6
 
 
