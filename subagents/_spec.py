@@ -128,7 +128,7 @@ def _check_name(value: str) -> str:
 def _loaded(module: str, name: str) -> Callable[[Any], Any]:
     """A definitions validator imported on first use: the MCP client or hook runner loads only for a spec using it."""
     return lambda value: None if value is None else getattr(
-        importlib.import_module(f"subagents.definitions.{module}"), name)(value)
+        importlib.import_module(f"subagents.definitions._{module}"), name)(value)
 
 
 Slug = Annotated[str, AfterValidator(_check_name)]

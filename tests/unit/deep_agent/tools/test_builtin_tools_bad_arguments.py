@@ -214,7 +214,7 @@ def test_a_pipe_put_in_place_of_a_checked_file_is_refused_not_waited_on(ws, monk
         return real(path, *args, **kwargs)
 
     for module in ("files", "search"):
-        monkeypatch.setattr(f"deep_agent.tools.{module}.open_regular", swapped)
+        monkeypatch.setattr(f"deep_agent.tools._{module}.open_regular", swapped)
     for tool, args in (("Read", {"file_path": "swap.txt"}),
                        ("Edit", {"file_path": "swap.txt", "old_string": "x", "new_string": "y"}),
                        ("Write", {"file_path": "swap.txt", "content": "z"})):
