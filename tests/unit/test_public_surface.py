@@ -1,9 +1,49 @@
-"""The public constructors stay small: the rest is one typed settings object."""
+"""The public surface is each package's ``__all__``, everything else private by name; the public constructors stay
+small: the rest is one typed settings object."""
 
+import ast
 import inspect
+import re
+from pathlib import Path
+
+import pytest
 
 from deep_agent import create_deep_agent
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = sorted(p.relative_to(ROOT) for top in ("deep_agent", "middleware", "subagents")
+                 for p in (ROOT / top).rglob("*.py"))
+INITS = [p for p in SOURCES if p.name == "__init__.py" and not any(part.startswith("_") for part in p.parts[:-1])]
+
+
+def test_every_module_but_a_packages_init_is_private_by_name() -> None:
+    # `__init__.py` and `__main__.py` start with `_` too: a module is public if no part of its dotted path does.
+    public = [str(p) for p in SOURCES if not any(part.startswith("_") for part in p.with_suffix("").parts)]
+    assert not public, f"modules outside __all__ with a public name (make them _name.py): {public}"
+
+
+@pytest.mark.parametrize("init", INITS, ids=str)
+def test_an_init_defines_no_public_name_outside_its_all(init: Path) -> None:
+    # The names its imports bind are test_architecture's (no side door); these are the ones it defines.
+    package = ".".join(init.parts[:-1])
+    defined = set()
+    for node in ast.parse((ROOT / init).read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    public = {name for name in defined if not name.startswith("_")}
+    assert public <= set(__import__(package, fromlist=["__all__"]).__all__), f"{init}: {sorted(public)}"
+
+
+def test_the_readme_docs_and_notebooks_import_public_names_only() -> None:
+    private = re.compile(r"(?:from|import)\s+((?:deep_agent|middleware|subagents)(?:\.\w+)*\._\w+"
+                         r"|(?:deep_agent|middleware|subagents)(?:\.\w+)*\s+import\s+\(?\s*_\w+)")
+    pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "notebooks").glob("*.ipynb")]
+    found = [f"{page.relative_to(ROOT)}: {m}" for page in pages for m in private.findall(page.read_text())]
+    assert not found, found
 
 DEEPAGENTS = ["model", "tools", "system_prompt", "middleware", "subagents", "skills", "memory", "permissions",
               "backend", "interrupt_on", "response_format", "state_schema", "context_schema", "checkpointer",
