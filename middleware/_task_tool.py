@@ -86,7 +86,7 @@ def check_ledger_fields(state_schema: object, argument: str) -> None:
         if key in hints and not any(isinstance(m, LedgerChannel) for m in annotations_of(hints[key])):
             raise SpecError(
                 f"{argument}: field {key!r} is the delegation ledger; leave it out (the middleware declares "
-                f"it) or annotate it with subagents._ledger.LedgerChannel, e.g. "
+                f"it) or annotate it with subagents.LedgerChannel, e.g. "
                 f"Annotated[dict[str, dict], LedgerChannel(dict, merge_records)]"
             )
 

@@ -259,7 +259,7 @@ def aegra_served_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
     config = tmp_path_factory.mktemp("aegra-config") / "aegra.json"
     child = json.loads((CHILD_DIR / "aegra.json").read_text())["graphs"]
     graphs = {name: str(CHILD_DIR / where) for name, where in child.items()}
-    graphs.update({name: f"{PROJECT_ROOT / 'deep_agent' / 'server_graphs.py'}:{name}" for name in PROJECT_GRAPHS})
+    graphs.update({name: f"{PROJECT_ROOT / 'deep_agent' / '_server_graphs.py'}:{name}" for name in PROJECT_GRAPHS})
     config.write_text(json.dumps({"graphs": graphs}))
     with aegra_pair(venv_folder(request, tmp_path_factory), postgres_server, {"AEGRA_CONFIG": str(config)}) as pair:
         yield pair
