@@ -192,9 +192,9 @@ def test_the_child_input_is_built_and_copied_in_one_place():
                     name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
                     if name in pieces or (name == "of" and getattr(node.func.value, "id", None) == "ChildInput"):
                         callers.setdefault(str(name), set()).add(f"{path.name}:{func.name}")
-    assert callers == {"child_input": {"boundary.py:of"}, "forked_input": {"boundary.py:of"},
-                       "own_copies": {"boundary.py:of", "boundary.py:forked_input"}, "of": {"runner.py:set_up_child"},
-                       "set_up_child": {"runner.py:_prepare"}}
+    assert callers == {"child_input": {"_boundary.py:of"}, "forked_input": {"_boundary.py:of"},
+                       "own_copies": {"_boundary.py:of", "_boundary.py:forked_input"}, "of": {"_runner.py:set_up_child"},
+                       "set_up_child": {"_runner.py:_prepare"}}
 
 
 # -- end to end: children that change what they were given in place ---------------------------------------------
