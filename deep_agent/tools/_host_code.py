@@ -77,6 +77,9 @@ WORD_PARTS = re.compile(rf"[\s={re.escape(os.pathsep)}]+")
 LIMIT = 1 << 20
 """The most of a command text the reader reads; a longer one holds the folder it runs in whole (:data:`WHOLE`)."""
 WHOLE = f"whole-{secrets.token_hex(16)}"  # a command of its own: "hold the folder I run in"; no checkout can say it
+MAX_WORK = 1024
+"""The most (simple command, folder it may run in) pairs the reader reads in one text and what it runs; past it, the
+text's folder is held whole (:data:`WHOLE`): ten ``(cd svc && make lint)`` lines may run in a thousand folders."""
 
 
 def read_text(path: Path) -> str:
@@ -209,13 +212,14 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
     called. Every command text it runs is read (a word holding a space, a script in ``base``, its ``#!`` line) in a
     subshell in its folder, one sourced in place."""
     top, read = base, set[tuple[Path, Path]]()
-    bases = [base]
+    bases = dict.fromkeys([base])  # an ordered set: a cd's folder is looked up in it for every folder so far
     command: list[str] = []
     exported: list[str] = []
     subshells: list[list[Path]] = []  # the folders before a `( ... )`: a script read in its own gives them back
     values: dict[str, str | None] = {}
     todo = [";", *reversed(words)]  # a stack: what a command runs is read next
     named = set(words)  # the words of every text read: where a cd it cannot evaluate may go
+    work = MAX_WORK  # (command, folder) pairs left: each cd may double the folders, so a text's read is bounded
     while todo:
         word = todo.pop()
         if word in _REDIRECTIONS:  # `pushd sub 2>/dev/null`: the 2 and the target are no words of the command
@@ -228,7 +232,7 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
             command.append(word)
             continue
         if command[:1] == [_AT]:  # the folder a script or a command text it runs is read in
-            bases, command = [Path(command[1])], []
+            bases, command = dict.fromkeys([Path(command[1])]), []
             continue
         if command:
             program = [w for w in command if not _ASSIGNMENT.match(w)]
@@ -240,6 +244,10 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
             cd = name in (["cd"], ["pushd"]) and len(program) > verb + 1
             target = chdir or (program[-1] if cd else "")
             inline: list[str] = []
+            work -= len(bases)
+            if work < 0:  # past the bound: the folder the text runs in held whole, as a text past LIMIT is
+                yield [WHOLE], top
+                return
             for folder in list(bases):
                 goes = _expand(target, folder, top, values) if not target.startswith(("-", "~")) else ""
                 if cd and {"$", "`"} & set(goes):  # for d in a b; do cd "$d": to any folder of the top the text names
@@ -250,7 +258,7 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
                              and (os.path.isdir(m) or not os.path.lexists(m))]
                 cwd = moved[0] if chdir and moved else folder
                 yield [_expand(w, cwd, top, values) for w in [*exported, *command]], cwd
-                bases += [m for m in moved if cd and m not in bases]
+                bases.update(dict.fromkeys(moved if cd else []))
                 inline += _runs([_expand(w, cwd, top, values) for w in command], cwd, top, read, named)
             if name == ["export"]:
                 exported += [w for w in command if _ASSIGNMENT.match(w)]
@@ -267,7 +275,7 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
         if word == "(":
             subshells.append(list(bases))
         elif word == ")" and subshells:
-            bases = [*(before := subshells.pop()), *(b for b in bases if b not in before)]
+            bases = dict.fromkeys([*subshells.pop(), *bases])
         command = []
 
 

@@ -364,3 +364,39 @@ def test_an_hgrc_past_the_readers_bound_holds_the_working_tree(runner, monkeypat
     held = Protected.of(ws)
     assert held.why(ws.resolve() / "scripts" / "late.sh") is not None
     assert len({path for path in reads if path.name.startswith("missing")}) <= 1000, len(reads)
+
+
+class _Unbounded(Exception):
+    pass
+
+
+@pytest.mark.parametrize("where", ["a hook of the user's", "an .envrc the agent wrote"])
+def test_a_text_of_many_cds_is_read_in_bounded_work_and_holds_its_folder(runner, monkeypatch, where):
+    """Each ``cd`` may be read from every folder so far, missing ones too, so folders doubled with each: twelve
+    ``(cd svcK && make lint)`` lines of a monorepo's hook took half a minute to read, an agent-written ``.envrc``
+    of 24 ``cd`` lines hung the next run's start. The reader stops at its bound and holds the text's folder."""
+    from deep_agent.tools import _host_code as host_code
+
+    ws = runner.ws
+    if where == "an .envrc the agent wrote":
+        folder, lines = ws / "sub", [f"cd d{k}\n" for k in range(24)]
+        write(folder / ".envrc", "".join(lines))
+    else:
+        subprocess.run(["git", "init", "-q", str(ws)], check=True)
+        folder, lines = ws, [f"(cd svc{k} && make lint)\n" for k in range(16)]
+        for k in range(16):
+            (ws / f"svc{k}").mkdir()
+        write(ws / ".git" / "hooks" / "pre-commit", "#!/bin/sh\n" + "".join(lines))
+    pairs = 0
+    real = host_code._runs
+
+    def counted(*args, **kwargs):  # each (command, folder) pair the reader reads; the old code's went past a million
+        nonlocal pairs
+        pairs += 1
+        if pairs > 100_000:
+            raise _Unbounded(pairs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(host_code, "_runs", counted)
+    held = Protected.of(ws)
+    assert held.why(folder.resolve() / "new.sh") is not None  # the folder it runs in, whole
