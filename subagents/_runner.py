@@ -523,8 +523,10 @@ class Delegation:
             if isinstance(message, AIMessage):
                 usage: Mapping[str, Any] = message.usage_metadata or {}
                 reported_in, reported_out = (token_count(usage.get(k)) for k in ("input_tokens", "output_tokens"))
-                reply, sent = estimate_tokens([message]), token_count(message.response_metadata.get(ESTIMATE_KEY))
-                charged_in = reported_in if reported_in >= (sent or prompt) * MIN_TOKEN_SCALE else sent or prompt
+                # Never below the conversation's own estimate: a key the meter did not write says no less.
+                sent = max(prompt, token_count(message.response_metadata.get(ESTIMATE_KEY)))
+                reply = estimate_tokens([message])
+                charged_in = reported_in if reported_in >= sent * MIN_TOKEN_SCALE else sent
                 charged_out = reported_out if reported_out >= reply * MIN_TOKEN_SCALE else reply
                 # As it was charged live; a reply without it (an older checkpoint): its sent model is not known.
                 price = call_price(prices, message.response_metadata.get(PRICE_KEY)) or unknown_model_price(prices)

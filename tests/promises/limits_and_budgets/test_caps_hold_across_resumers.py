@@ -153,3 +153,30 @@ def test_a_call_read_back_from_the_checkpoint_is_charged_at_the_price_it_was_sen
     priced_as = "dear" if older else "scripted"  # each call is read back by the agent object resuming the next pause
     assert record["priced_as"] == [priced_as]
     assert record["cost_usd"] == pytest.approx(charged * prices[priced_as][0] / 1e6, abs=1e-6)
+
+
+class _ForgedEstimate(AgentMiddleware):
+    """Puts a tiny estimate on each reply once the meter wrote its own, as a key the meter never wrote would say."""
+
+    def wrap_model_call(self, request, handler):
+        return self._forged(handler(request))
+
+    async def awrap_model_call(self, request, handler):
+        return self._forged(await handler(request))
+
+    @staticmethod
+    def _forged(response):
+        for message in response.result:
+            message.response_metadata["estimated_input_tokens"] = 1
+        return response
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_read_back_estimate_is_never_below_the_conversations_own(mode, tmp_path):
+    # A reply's estimate key lowered the plausibility check below what its own conversation shows: a read-back
+    # call reporting next to nothing was charged 1 token for a ~2,500-token task description.
+    child = BillingModel(default={"tool_calls": [tool_call("lookup", q="t")]}, density=0.001)
+    record = _resumed(mode, tmp_path, {"model": child, "max_turns": 3, "middleware": [_ForgedEstimate()]},
+                      description="dig " * 2_500)
+    assert record["model_calls"] == len(child.calls) == 3
+    assert record["charged_input_tokens"] >= 3 * 2_500, record["charged_input_tokens"]
