@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import decimal
 import functools
-import itertools
 import json
 import logging
 import math
@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
@@ -133,10 +133,13 @@ def reply_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, 
     return call_price(prices, replied) or priced
 
 
-def hold_price(prices: PriceTable | None, sent: str | None, priced: tuple[str, tuple[float, float]] | None) -> float:
-    """The input price a call is held at by the budget and its own limits alike: the dearest its reply may refine to."""
-    refined = [price[0] for key, price in (prices or {}).items() if sent and _refines(sent, key)]
-    return max([priced[1][0] if priced else 0.0, *refined])
+def hold_price(prices: PriceTable | None, sent: str | None,
+               priced: tuple[str, tuple[float, float]] | None) -> tuple[float, float]:
+    """The prices a call is held at by the budget, its own limits and the wrap-up check alike: the dearest its reply
+    may refine to (:func:`reply_price`)."""
+    refined = (price for key, price in (prices or {}).items() if sent and _refines(sent, key))
+    pairs = [priced[1] if priced else (0.0, 0.0), *refined]
+    return max(p[0] for p in pairs), max(p[1] for p in pairs)
 
 
 def unknown_model_price(prices: PriceTable | None) -> tuple[str, tuple[float, float]] | None:
@@ -553,7 +556,8 @@ class TaskMeter(BaseCallbackHandler):
             return TaskTimeout("timed out", timeout_s=self.timeout_s)
         budget = self.budget
         learned = budget.learned(model_name) if budget is not None else None
-        price = call_price(self.prices or (budget.prices if budget else None), model_name)
+        table = self.prices or (budget.prices if budget else None)
+        price = ("held", hold_price(table, model_name, call_price(table, model_name)))  # as _sent holds it
         output = self.charged_output_tokens // self.model_calls if self.model_calls else 0
         estimate = token_count(estimate)
         # The wrap-up's prompt as its hold will estimate it: grown as since the last call, plus its instruction
@@ -596,8 +600,10 @@ class TaskMeter(BaseCallbackHandler):
             held, self._room_held, self._room_for_call = self._room_held, None, (0, 0.0)
             for run_id, call in [(run_id, c) for run_id, calls in self._calls.items() for c in calls if not c.paid]:
                 paid = self._end_call(run_id, LLMResult(generations=[]), call)
-                self._calls.setdefault(run_id, []).append(call._replace(tokens=0, usd=0.0, own=(0, 0.0), paid=paid))
-            unsettled = sum(len(calls) for calls in self._calls.values())
+                call.tokens, call.usd, call.own, call.paid = 0, 0.0, (0, 0.0), paid
+                self._calls.setdefault(run_id, []).append(call)
+            # One whose asyncio task is being cancelled ends with it (a timed-out child's, on ainvoke): no report comes.
+            unsettled = sum(not (c.task and c.task.cancelling()) for calls in self._calls.values() for c in calls)
         if held and self.budget is not None:
             self.budget.release(*held)
         return {**self.usage(), "unsettled_calls": unsettled} if unsettled else self.usage()
@@ -682,12 +688,10 @@ class TaskMeter(BaseCallbackHandler):
                 self.model_calls -= 1 + len(batch)
             self._raising(refused)  # the meter's own stop, which no child middleware may turn into an answer
             raise
-        try:
-            task = asyncio.current_task()
-        except RuntimeError:  # no event loop: a sync call, whose end LangChain always reports
-            task = None
-        if task is not None:  # cancelled, LangChain reports no end: the task's end is the call's at the latest
-            task.add_done_callback(lambda _: self._ended_unfinished(run_id, call=call))
+        with contextlib.suppress(RuntimeError):  # no event loop: a sync call, whose end LangChain always reports
+            call.task = asyncio.current_task()
+        if call.task is not None:  # cancelled, LangChain reports no end: the task's end is the call's at the latest
+            call.task.add_done_callback(lambda _: self._ended_unfinished(run_id, call=call))
         self.stopped_by = None  # a call let through: no earlier stop held (a sibling gave back room)
         self._calls.setdefault(run_id, []).append(call)
 
@@ -785,7 +789,7 @@ class TaskMeter(BaseCallbackHandler):
         # The prompt as billed, schemas included: reserved first, it bounds the overshoot to one output a call.
         self.extras_estimate = extras = prompt_estimate((), kwargs.get("invocation_params")) - estimate_tokens(())
         self._last_estimate = estimate = estimate_tokens(prompt) + extras
-        input_price = hold_price(table, name, priced)
+        input_price = hold_price(table, name, priced)[0]
         own = (0, 0.0) if wrapping else self._hold_own(estimate, name, input_price)  # the wrap-up may pass them by one
         held = (0, 0.0)
         if budget is not None:
@@ -795,8 +799,9 @@ class TaskMeter(BaseCallbackHandler):
             except BudgetExceeded:
                 self._give_back_own(own)
                 raise
-        _SENT_HERE.set((*_SENT_HERE.get()[-7:], mark := next(_MARKS)))
-        return _Call(name, priced, estimate, *held, time.monotonic(), own, _sent_as(prompt, kwargs), mark)
+        call = _Call(name, priced, estimate, *held, time.monotonic(), own, _sent_as(prompt, kwargs))
+        _SENT_HERE.set((*_SENT_HERE.get()[-7:], call))
+        return call
 
     def _hold_own(self, estimate: int, name: str | None, input_price: float) -> tuple[int, float]:
         """Hold a call's prompt against the task's own limits as the budget does, or refuse one they cannot cover."""
@@ -816,21 +821,27 @@ class TaskMeter(BaseCallbackHandler):
         with self._lock:
             self._own_held = (max(0, self._own_held[0] - own[0]), max(0.0, self._own_held[1] - own[1]))
 
-    def _release(self, run_id: Any, call: _Call | None = None, replied: str | None = None) -> _Call | None:
-        """The call ended (``call``, else the run id's that this context sent, that a reply naming ``replied`` may
-        answer, sent last: in that order), its holds given back; ``None``: not running here. Of calls sharing a run
-        id, LangChain tells a handler nothing but the context its end is reported in and the reply."""
-        here = _SENT_HERE.get()
+    def _release(self, run_id: Any, call: _Call | None = None) -> _Call | None:
+        """The call ended (``call``, else the hold its start made, which the context that sent it carries), its holds
+        given back; ``None``: not running here. Of calls sharing a run id (a config reused for calls at once) that
+        one context sent, or none, LangChain hands an end nothing to tell them apart: they are charged alike."""
         with self._lock:
             running = self._calls.get(run_id, [])
-            call = call or min(running, default=None, key=lambda c: (
-                c.mark not in here, replied not in (None, c.model) and not _refines(c.model or "", replied or ""),
-                -c.mark))
+            if call is None:
+                here = _SENT_HERE.get()
+                ending = [c for c in running if any(c is h for h in here)] or running
+                if len(ending) > 1:  # from now on each is charged at the dearest price and longest estimate of any
+                    dearest, longest = max(ending, key=lambda c: sum(c.price[1]) if c.price else -1), max(
+                        c.estimate for c in ending)
+                    for c in ending:
+                        c.model, c.price, c.estimate, c.alike = dearest.model, dearest.price, longest, True
+                call = min(ending, key=lambda c: (c.tokens, c.usd), default=None)  # the least held of them
             if call not in running:
                 return None
             running.remove(call)
             if not running:
                 del self._calls[run_id]
+            call.sent = (None, None)  # its prompt: not kept alive by the contexts that carry its hold
         self.longest_call_s = max(self.longest_call_s, time.monotonic() - call.started)
         if (call.tokens or call.usd) and self.budget is not None:
             self.budget.release(call.tokens, call.usd)
@@ -846,7 +857,7 @@ class TaskMeter(BaseCallbackHandler):
             reported_in, reported_out, replied = _usage_of(response)
         except Exception:  # noqa: BLE001 - a report that cannot be read is none: the call is charged what it held
             reported_in, reported_out, replied = 0, 0, None
-        call = self._release(run_id, call, replied)
+        call = self._release(run_id, call)
         reported_in, reported_out = token_count(reported_in), token_count(reported_out)
         budget = self.budget
         if call is None:  # a call whose start this meter did not see: its report is all there is
@@ -883,7 +894,7 @@ class TaskMeter(BaseCallbackHandler):
         if budget is not None:
             budget.spend(charged_in + charged_out, cost)
         # Only a believed report teaches a ratio (the task's, the budget's): an estimate shows nothing of a tokenizer.
-        if call.estimate and charged_in == reported_in:
+        if call.estimate and charged_in == reported_in and not call.alike:
             scale = learned_scale(call.estimate, charged_in)
             with self._lock:
                 self._own_scale = max(scale, self._own_scale or scale)
@@ -1003,8 +1014,10 @@ class RunMeter(TaskMeter):
                 raise RunEnded(refused, Command(graph=node, update={"messages": [self.ended(refused)]})) from refused
 
     def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> tuple[int, float]:
-        meter = next((meter for meter in (self, self.in_tools) if run_id in meter._calls), None)
-        # A call it saw start: any other is another meter's.
+        # A call it saw start (any other is another meter's), by its meter's hold: the one ended, or carried here.
+        meters, holds = [m for m in (self, self.in_tools) if run_id in m._calls], (call,) if call else _SENT_HERE.get()
+        meter = next((m for m in meters if any(c is h for c in m._calls[run_id] for h in holds)), None) or next(
+            iter(meters), None)
         return (0, 0.0) if meter is None else TaskMeter._end_call(meter, run_id, response, call)
 
     def _first_end(self, run_id: Any, event: Any) -> bool:
@@ -1096,8 +1109,10 @@ def in_tool_step(metadata: Mapping[str, Any] | None) -> bool:
     return any(step.startswith("tools:") for step in steps)
 
 
-class _Call(NamedTuple):
-    """A model call as it was sent: its model, its one price, its prompt's estimate, what the budget holds."""
+@dataclasses.dataclass(eq=False)  # told apart by identity: two calls alike in every field are two holds
+class _Call:
+    """A model call's hold, made as it is sent: its model, its one price, its prompt's estimate, what the budget
+    holds; its end settles this object and no other (:meth:`TaskMeter._release`)."""
 
     model: str | None
     price: tuple[str, tuple[float, float]] | None
@@ -1107,14 +1122,14 @@ class _Call(NamedTuple):
     started: float = 0.0
     own: tuple[int, float] = (0, 0.0)  # what the task's own limits hold for it
     sent: tuple[Any, Any] = (None, None)  # see _sent_as
-    mark: int = 0  # see _SENT_HERE
+    task: asyncio.Task[Any] | None = None  # the asyncio task it was sent from
     paid: tuple[int, float] | None = None  # charged as its task ended (settled_usage): what, until it ends
+    alike: bool = False  # its end cannot be told from another call's (_release): it teaches no ratio
 
 
-# The marks of the last calls started in this context. A call's end is reported in its start's context (or a copy of
-# it, LangChain's shielded async end; streams read in turns share one): of calls sharing a run id, its own (_release).
-_SENT_HERE: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar("subagents_sent_here", default=())
-_MARKS = itertools.count(1)
+# The holds of the last calls sent in this context. A call's end is reported in its start's context (or a copy of it,
+# LangChain's shielded async end): of calls sharing a run id, the one this context carries is the one ending.
+_SENT_HERE: contextvars.ContextVar[tuple[_Call, ...]] = contextvars.ContextVar("subagents_sent_here", default=())
 
 
 def _sent_as(prompt: Any, kwargs: dict[str, Any]) -> tuple[Any, Any]:

