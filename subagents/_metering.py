@@ -799,7 +799,7 @@ class TaskMeter(BaseCallbackHandler):
             except BudgetExceeded:
                 self._give_back_own(own)
                 raise
-        call = _Call(name, priced, estimate, *held, time.monotonic(), own, _sent_as(prompt, kwargs))
+        call = _Call(self, name, priced, estimate, *held, time.monotonic(), own, _sent_as(prompt, kwargs))
         _SENT_HERE.set((*_SENT_HERE.get()[-7:], call))
         return call
 
@@ -827,16 +827,7 @@ class TaskMeter(BaseCallbackHandler):
         one context sent, or none, LangChain hands an end nothing to tell them apart: they are charged alike."""
         with self._lock:
             running = self._calls.get(run_id, [])
-            if call is None:
-                here = _SENT_HERE.get()
-                ending = [c for c in running if any(c is h for h in here)] or running
-                if len(ending) > 1:  # from now on each is charged at the dearest price and longest estimate of any
-                    dearest, longest = max(ending, key=lambda c: sum(c.price[1]) if c.price else -1), max(
-                        c.estimate for c in ending)
-                    for c in ending:
-                        c.model, c.price, c.estimate, c.alike = dearest.model, dearest.price, longest, True
-                call = min(ending, key=lambda c: (c.tokens, c.usd), default=None)  # the least held of them
-            if call not in running:
+            if (call := call or self._ending(run_id)) not in running:
                 return None
             running.remove(call)
             if not running:
@@ -847,6 +838,20 @@ class TaskMeter(BaseCallbackHandler):
             self.budget.release(call.tokens, call.usd)
         self._give_back_own(call.own)
         return call
+
+    def _ending(self, run_id: Any) -> _Call | None:
+        """The hold an end of ``run_id`` settles: the one the context that sent it carries (see :meth:`_release`)."""
+        with self._lock:
+            running = self._calls.get(run_id, [])
+            here = _SENT_HERE.get()
+            # The last it carries: a context copied into a task (and a call sent there) carries its parent's too.
+            ending = [c for h in reversed(here) for c in running if c is h] or running
+            if len(ending) > 1:  # from now on each is charged at the dearest price and longest estimate of any
+                dearest, longest = max(ending, key=lambda c: sum(c.price[1]) if c.price else -1), max(
+                    c.estimate for c in ending)
+                for c in ending:
+                    c.model, c.price, c.estimate, c.alike = dearest.model, dearest.price, longest, True
+            return next(iter(ending), None)
 
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         self._end_call(run_id, response)
@@ -861,7 +866,7 @@ class TaskMeter(BaseCallbackHandler):
         reported_in, reported_out = token_count(reported_in), token_count(reported_out)
         budget = self.budget
         if call is None:  # a call whose start this meter did not see: its report is all there is
-            call = _Call(None, unknown_model_price(self.prices or (budget.prices if budget else None)), 0, 0, 0.0)
+            call = _Call(self, None, unknown_model_price(self.prices or (budget.prices if budget else None)), 0, 0, 0.0)
         # A count far below the estimate is charged the estimate at the learned ratio; no count at all is
         # charged what the call held (16x before a ratio), failed or cancelled too (the provider may have read
         # it all), or a dense tokenizer would pass the limit unseen.
@@ -993,6 +998,7 @@ class RunMeter(TaskMeter):
         self.alone_at_estimate = True  # a hook's calls run one after another: the first teaches the ratio
         self.ended = ended
         self.in_tools = TaskMeter(budget=budget, prices=prices)  # calls in (or nested in) the root's tool step
+        self.in_tools._calls, self.in_tools._lock = self._calls, self._lock  # one set of holds: an end finds its own
         self._last_end: tuple[Any, Any] = (None, None)  # the run id and reply (or error) last ended: see _start_call
         _meter_node_calls()
 
@@ -1000,8 +1006,7 @@ class RunMeter(TaskMeter):
         # A call is seen twice where it inherits this meter and _NodeMeter hands it over too: charged once, told by
         # the objects handed over (_sent_as, its end by its reply's), as its run id may be another call's too.
         sent = _sent_as(prompt, kwargs)
-        seen = any(call.sent[0] is sent[0] and call.sent[1] is sent[1]
-                   for meter in (self, self.in_tools) for call in meter._calls.get(run_id, ()))
+        seen = any(call.sent[0] is sent[0] and call.sent[1] is sent[1] for call in self._calls.get(run_id, ()))
         if not _METERED_APART.get() and not seen:
             # In a root tool, this meter is in force: a call given metadata of its own is the tool step's still.
             meter = self.in_tools if _METER_IN_FORCE.get() is self or in_tool_step(kwargs.get("metadata")) else self
@@ -1014,11 +1019,9 @@ class RunMeter(TaskMeter):
                 raise RunEnded(refused, Command(graph=node, update={"messages": [self.ended(refused)]})) from refused
 
     def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> tuple[int, float]:
-        # A call it saw start (any other is another meter's), by its meter's hold: the one ended, or carried here.
-        meters, holds = [m for m in (self, self.in_tools) if run_id in m._calls], (call,) if call else _SENT_HERE.get()
-        meter = next((m for m in meters if any(c is h for c in m._calls[run_id] for h in holds)), None) or next(
-            iter(meters), None)
-        return (0, 0.0) if meter is None else TaskMeter._end_call(meter, run_id, response, call)
+        # A call it saw start (any other is another meter's), counted by the meter that held it.
+        call = call or self._ending(run_id)
+        return (0, 0.0) if call is None else TaskMeter._end_call(call.meter, run_id, response, call)
 
     def _first_end(self, run_id: Any, event: Any) -> bool:
         """Whether ``event`` (a call's reply or error) ends a call here, not one it already ended (see _start_call)."""
@@ -1114,6 +1117,7 @@ class _Call:
     """A model call's hold, made as it is sent: its model, its one price, its prompt's estimate, what the budget
     holds; its end settles this object and no other (:meth:`TaskMeter._release`)."""
 
+    meter: TaskMeter  # the meter counting it (a RunMeter's own, or its tool step's)
     model: str | None
     price: tuple[str, tuple[float, float]] | None
     estimate: int

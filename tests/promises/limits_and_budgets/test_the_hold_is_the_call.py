@@ -158,3 +158,43 @@ def test_the_wrap_up_check_prices_a_call_as_its_hold_does(run):
     assert budget.usd <= budget.max_usd
 
 
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_the_runs_meter_settles_a_tool_steps_call_and_its_own_by_their_holds_under_one_run_id(mode):
+    # A root tool's call and a root hook's call at once under one run id: the tool step's end was settled by the run
+    # id on the run's own meter, taking the hook's call (cheap) for it, so the tool's long answer went at its price.
+    prices = {"dear": (100.0, 100.0), "cheap": (0.01, 0.01)}
+    budget = Budget(max_usd=1_000.0, prices=prices)
+    meter = RunMeter(budget)
+    dear = _Streamer(default="", model_name="dear", words=4_000)
+    cheap = _Streamer(default="", model_name="cheap")
+    rid, in_tools = uuid.uuid4(), {"langgraph_checkpoint_ns": "tools:1"}
+    configs = [{"callbacks": [meter], "run_id": rid, "metadata": in_tools}, {"callbacks": [meter], "run_id": rid}]
+    if mode == "invoke":  # the tool's stream in a thread of its own, read out while the hook's is open
+        hook = cheap.stream(PROMPTS["short"], config=configs[1])
+        next(hook)
+        thread = threading.Thread(target=lambda: list(dear.stream(PROMPTS["short"], config=configs[0])))
+        thread.start()
+        thread.join()
+        list(hook)
+    else:
+        async def main() -> None:
+            hook = cheap.astream(PROMPTS["short"], config=configs[1])
+            await anext(hook)
+            await asyncio.create_task(_drain(dear.astream(PROMPTS["short"], config=configs[0])))
+            await _drain(hook)
+
+        asyncio.run(main())
+    short_in = estimate_tokens(PROMPTS["short"])
+    assert budget.reserved == 0 and (meter.model_calls, meter.in_tools.model_calls) == (1, 1)
+    dear_cost = cost_at(call_price(prices, "dear"), short_in, 15_000)
+    if mode == "invoke":  # a thread's context is its own: each end is told by its hold
+        assert budget.usd == pytest.approx(dear_cost + cost_at(call_price(prices, "cheap"), short_in, 3))
+    else:  # the tool's task copied a context carrying the hook's hold: both ends may be either, charged as the dear
+        assert budget.usd == pytest.approx(dear_cost + cost_at(call_price(prices, "dear"), short_in, 3))
+
+
+async def _drain(stream: Any) -> None:
+    async for _ in stream:
+        pass
