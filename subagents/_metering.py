@@ -1114,8 +1114,7 @@ def in_tool_step(metadata: Mapping[str, Any] | None) -> bool:
 
 @dataclasses.dataclass(eq=False)  # told apart by identity: two calls alike in every field are two holds
 class _Call:
-    """A model call's hold, made as it is sent: its model, its one price, its prompt's estimate, what the budget
-    holds; its end settles this object and no other (:meth:`TaskMeter._release`)."""
+    """A model call's hold, made as it is sent (its end settles this object, no other): its price, estimate, holds."""
 
     meter: TaskMeter  # the meter counting it (a RunMeter's own, or its tool step's)
     model: str | None
