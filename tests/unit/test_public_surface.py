@@ -2,8 +2,11 @@
 small: the rest is one typed settings object."""
 
 import ast
+import importlib
 import inspect
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,6 +47,23 @@ def test_the_readme_docs_and_notebooks_import_public_names_only() -> None:
     pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "notebooks").glob("*.ipynb")]
     found = [f"{page.relative_to(ROOT)}: {m}" for page in pages for m in private.findall(page.read_text())]
     assert not found, found
+
+def test_an_exported_error_names_its_package_from_its_first_raise() -> None:
+    # A process of its own, where no package name has been read yet: the private modules alone are imported.
+    code = ("import pickle, traceback\nfrom subagents._errors import McpServerError, RuntimeClosed, SpecError\n"
+            "from deep_agent._testing import ScriptExhausted\nimport subagents.background, subagents.definitions\n"
+            "print(*(c.__module__ for c in (SpecError, RuntimeClosed, McpServerError, ScriptExhausted)))\n"
+            "error = pickle.loads(pickle.dumps(SpecError('bad')))\n"
+            "print(type(error) is SpecError, traceback.format_exception_only(error)[-1].strip())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["subagents subagents.background subagents.definitions deep_agent",
+                                "True subagents.SpecError: bad"]
+    for package in ("subagents", "subagents.background", "subagents.definitions", "middleware", "deep_agent"):
+        module = importlib.import_module(package)
+        errors = [v for v in map(module.__getattr__, module.__all__)
+                  if isinstance(v, type) and issubclass(v, BaseException) and v.__module__.startswith(package)]
+        assert {e.__module__ for e in errors} <= {package}, package
+
 
 DEEPAGENTS = ["model", "tools", "system_prompt", "middleware", "subagents", "skills", "memory", "permissions",
               "backend", "interrupt_on", "response_format", "state_schema", "context_schema", "checkpointer",
