@@ -64,7 +64,7 @@ class RootTurnLimit(ModelCallPlan, AgentMiddleware[RootTurnLimitState, ContextT,
 
 GraphT = TypeVar("GraphT", bound="Pregel[Any, Any, Any, Any]")
 
-UNMETERED = ("SubAgentMiddleware(budget=...) counts the root's model calls and its children's; a model call "
+UNMETERED = ("A SubAgentMiddleware with a budget counts the root's model calls and its children's; a model call "
              "another middleware of the root makes itself (a summariser's in before_model, a critic's) is "
              "counted (whatever callbacks it is given) only when the graph runs with the budget's meter: run "
              "middleware.metered(graph) (create_deep_agent does). No middleware can add it to a run of a graph "

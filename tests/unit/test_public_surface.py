@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_agent import create_deep_agent
+from deep_agent import ScriptedChatModel, create_deep_agent
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,6 +78,18 @@ def test_create_deep_agent_takes_deepagents_arguments_and_a_few_more():
     names = parameters(create_deep_agent)
     assert len(names) <= 24, names
     assert set(DEEPAGENTS) <= set(names) and "settings" in names
+
+
+@pytest.mark.parametrize("callable_", [create_deep_agent, SubAgentMiddleware, BackgroundSubagentMiddleware])
+def test_an_option_is_a_keyword_or_a_setting_never_both(callable_) -> None:
+    from subagents._settings import _GROUP_OF
+
+    assert not set(parameters(callable_)) & set(_GROUP_OF)
+
+
+def test_create_deep_agent_checks_its_interrupt_on() -> None:
+    with pytest.raises(TypeError, match="argument 'interrupt_on': expected a mapping of tool name to rule"):
+        create_deep_agent(ScriptedChatModel(), interrupt_on=["write_file"])
 
 
 def test_the_middlewares_take_at_most_eleven():
