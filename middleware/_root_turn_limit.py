@@ -23,7 +23,6 @@ from subagents._errors import BudgetExceeded, MaxTurnsReached, SpecError
 from subagents._metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools, run_meter_in
 from subagents._outcome import limit_stop, stopped_by_limit
 from subagents._plans import ModelCallPlan
-from subagents._settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
 
 COUNT_KEY = "run_model_call_count"
 

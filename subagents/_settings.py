@@ -21,7 +21,6 @@ from pydantic.functional_validators import BeforeValidator
 
 from subagents._errors import InvalidArgumentType, SpecError
 from subagents._metering import Budget, PriceTable, WrapUpSetting
-from subagents._outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents._truncation import RetryTruncatedSetting
 from subagents.definitions._files import DirLevels
 from subagents.definitions._models import ModelProfiles, UnknownModelPolicy, check_profiles
@@ -29,8 +28,6 @@ from subagents.definitions._permissions import PermissionMode, normalize_permiss
 from subagents.definitions._skills import SkillCatalog
 
 UnknownToolPolicy = Literal["error", "warn", "ignore"]
-DEFAULT_MAX_DELEGATIONS = 50
-"""Delegations (``task`` calls, background starts) allowed per run unless ``max_delegations`` says otherwise."""
 DEFAULT_MAX_ROOT_TURNS = 200  # far above a working run, far below the recursion limit
 DEFAULT_NOTICE_TOTAL_CHARS = 12_000
 
@@ -75,10 +72,10 @@ class Limits(_Settings):
     """
 
     max_concurrent_tasks: int | None = Field(default=None, ge=1)
-    max_delegations: int | None = Field(default=DEFAULT_MAX_DELEGATIONS, ge=1)
+    max_delegations: int | None = Field(default=50, ge=1)
     max_root_turns: int | None = Field(default=DEFAULT_MAX_ROOT_TURNS, ge=1)
     max_dynamic_subagents: int = Field(default=8, ge=1)
-    short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD
+    short_answer_threshold: int = 0  # opt-in
     budget: Budget | None = None
     wrap_up: WrapUpSetting = True
     force_delegation: SkipValidation[Any] = None  # checked by middleware._limits.coerce_force_delegation
