@@ -132,8 +132,8 @@ def run_row(row: str, mode: str, *, children: int = CHILDREN, limit_tokens: int 
     parent.watch = budget
     # This library's own stack: deepagents' adds ~2k tokens of file-tool schemas to each child's prompt, whose
     # 16x hold on a new model does not fit the children's share, so the first wave would only wrap up.
-    agent = create_deep_agent(parent, [_noop], subagents=[spec], budget=budget, settings=DelegationSettings.of(
-        max_concurrent_tasks=children, deepagents_stack=False,
+    agent = create_deep_agent(parent, [_noop], subagents=[spec], settings=DelegationSettings.of(
+        budget=budget, max_concurrent_tasks=children, deepagents_stack=False,
     ))
     inputs = {"messages": [{"role": "user", "content": "go"}]}
     config: RunnableConfig = {"recursion_limit": 100_000}

@@ -134,8 +134,8 @@ def _run_state(shape: dict[str, Any], mode: str, wrap_up: bool, budget: Budget |
     parent = ScriptedChatModel(responses=[{"tool_calls": calls}, "done"], model_name="wrapup-parent")
     spec = {"name": "worker", "description": "works", "model": child, "tools": ["look"], "max_turns": 500,
             **shape.get("spec", {})}
-    agent = create_deep_agent(parent, [_look_tool(shape.get("sleep_s", 0.0))], subagents=[spec], budget=budget,
-                              settings=DelegationSettings.of(wrap_up=wrap_up, general_purpose=False,
+    agent = create_deep_agent(parent, [_look_tool(shape.get("sleep_s", 0.0))], subagents=[spec],
+                              settings=DelegationSettings.of(budget=budget, wrap_up=wrap_up, general_purpose=False,
                                                              **shape.get("options", {})))
     config: RunnableConfig = {"recursion_limit": 10_000}
     out = agent.invoke(user("go"), config) if mode == "invoke" else asyncio.run(agent.ainvoke(user("go"), config))

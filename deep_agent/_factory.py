@@ -31,7 +31,7 @@ from deep_agent._deepagents import DeepagentsToolHint, MissingExtraError, missin
 from middleware._root_turn_limit import RootTurnLimit
 from middleware._subagents import SubAgentMiddleware
 from middleware._task_tool import LEDGER_KEY, TASK_TOOL_NAME, check_ledger_fields, open_calls, with_general_purpose
-from subagents import AnySpec, Budget, SpecError, coerce_spec, load_agent_dirs
+from subagents import AnySpec, SpecError, coerce_spec, load_agent_dirs
 from subagents._boundary import (
     is_forbidden_tool,
     parent_state_schemas,
@@ -43,7 +43,7 @@ from subagents._errors import InvalidArgumentType
 from subagents._ledger import LedgerChannel, merge_async_records, merge_records, saved_value
 from subagents._settings import Definitions, DelegationSettings
 from subagents._spec import is_async_spec
-from subagents.definitions._permissions import PermissionMode, approval_rules
+from subagents.definitions._permissions import approval_rules
 
 
 def resolve_root_model(model: str | BaseChatModel | None) -> BaseChatModel:
@@ -85,24 +85,24 @@ def create_deep_agent(
     name: str | None = None,
     cache: BaseCache[Any] | None = None,
     settings: DelegationSettings | None = None,
-    budget: Budget | None = None,
     background: bool = False,
-    permission_mode: PermissionMode | str | None = None,
     hooks: Mapping[str, Any] | None = None,
-    mcp_servers: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a compiled root agent whose subagents are reached through ``task`` (docs/migrating.md).
 
     The first eighteen arguments are deepagents' ``create_deep_agent``'s (``backend``, ``skills``, ``memory``
-    and ``permissions`` need the ``deepagents`` extra). ``settings``: every other option, in one
-    :class:`subagents.DelegationSettings`; ``budget``, ``mcp_servers``, ``permission_mode`` and
-    ``interrupt_on``, given, replace its field (documented there), and the last two also gate the root's own tools
-    (docs/approvals.md). ``background``: also the background-task tools (docs/background.md); ``hooks``: Claude
-    Code hooks for the root (:class:`subagents.definitions.HookMiddleware`).
+    and ``permissions`` need the ``deepagents`` extra); ``interrupt_on`` gates the root's own tools and, as a floor
+    no spec lowers, every child's (docs/approvals.md). ``settings``: every other option (``budget``,
+    ``permission_mode``, ``mcp_servers`` ...), each once, in one :class:`subagents.DelegationSettings` (one home per
+    option: a deepagents keyword is not also a setting, a setting not also a keyword). ``background``: also the
+    background-task tools (docs/background.md); ``hooks``: Claude Code hooks for the root
+    (:class:`subagents.definitions.HookMiddleware`).
     """
     tools, subagents, middleware = list(tools or ()), subagents or (), middleware or ()
-    settings = (settings or DelegationSettings()).with_keywords(
-        budget=budget, permission_mode=permission_mode, mcp_servers=mcp_servers, interrupt_on=interrupt_on)
+    if interrupt_on is not None and not isinstance(interrupt_on, Mapping):
+        raise InvalidArgumentType(f"create_deep_agent: argument 'interrupt_on': expected a mapping of tool name to "
+                                  f"rule, got {interrupt_on!r}")
+    settings = settings or DelegationSettings()
     root = settings.root
     with_deepagents = uses_deepagents(root.deepagents_stack, backend=backend, skills=skills, memory=memory,
                                       permissions=permissions)
@@ -139,7 +139,9 @@ def create_deep_agent(
     # Without deepagents' stack, a call to one of its tools is told where the tool comes from (children too).
     hint = [] if with_deepagents else [DeepagentsToolHint(missing_tool_hints(left_out=root.deepagents_stack is False))]
     own_tools = bool(tools) or any(getattr(mw, "tools", None) for mw in middleware)
-    inherited = [*middleware, *hint]
+    # The root's interrupt_on reaches every child as the parent's approval middleware does: a floor.
+    floor = [HumanInTheLoopMiddleware(interrupt_on=dict(interrupt_on))] if interrupt_on else []
+    inherited = [*middleware, *hint, *floor]
     # tools=None: children inherit the root's tool node (its middleware's tools too), as in a plain create_agent.
     delegation = SubAgentMiddleware(specs, model=root_model, tools=None, model_middleware=inherited,
                                     private_state_keys=private, settings=settings)
@@ -174,8 +176,8 @@ def create_deep_agent(
     turn_limit = [RootTurnLimit(limit, name=name)] if (limit := settings.limits.max_root_turns) is not None else []
     # deepagents' own file tools are the root's too (its FilesystemMiddleware is built inside deepagents).
     file_tools = deepagents_file_tool_names(backend, middleware) if with_deepagents else []
-    stack = [*middleware, *_root_approval(settings.definitions, tools, middleware, file_tools), *root_hooks,
-             *([] if any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware) else turn_limit),
+    stack = [*middleware, *_root_approval(settings.definitions, interrupt_on, tools, middleware, file_tools),
+             *root_hooks, *([] if any(isinstance(mw, ModelCallLimitMiddleware) for mw in middleware) else turn_limit),
              delegation, *extra,
              *(hint if own_tools or delegation.tools or extra else []),
              *(_root_patch_tool_calls(middleware) if with_deepagents else ())]
@@ -186,7 +188,7 @@ def create_deep_agent(
                   cache=cache, interrupt_before=root.interrupt_before, interrupt_after=root.interrupt_after)
     if root_model is None or with_deepagents:
         graph = deepagents_agent(model, tools, stack, backend=backend, skills=skills, memory=memory,
-                                 permissions=permissions, interrupt_on=settings.definitions.interrupt_on, **common)
+                                 permissions=permissions, interrupt_on=interrupt_on, **common)
     else:
         graph = create_agent(root_model, tools, middleware=stack, **common)
     # A root middleware's own model calls go around the root's model-call wrap: the meter counts them.
@@ -217,8 +219,8 @@ def _root_patch_tool_calls(middleware: Sequence[Any]) -> list[Any]:
     return [PatchOlderToolCalls()]
 
 
-def _root_approval(definitions: Definitions, tools: Sequence[Any], middleware: Sequence[Any],
-                   also: Sequence[str] = ()) -> list[Any]:
+def _root_approval(definitions: Definitions, interrupt_on: Mapping[str, Any] | None, tools: Sequence[Any],
+                   middleware: Sequence[Any], also: Sequence[str] = ()) -> list[Any]:
     """The parent's own tools follow the policy its children inherit."""
     if any(isinstance(mw, HumanInTheLoopMiddleware) for mw in middleware):
         return []  # the caller's own approval middleware decides for the root
@@ -226,7 +228,7 @@ def _root_approval(definitions: Definitions, tools: Sequence[Any], middleware: S
     middleware_tools = [t for mw in middleware for t in getattr(mw, "tools", None) or () if not is_forbidden_tool(t)]
     names = list(dict.fromkeys([*(tool_name(t) for t in [*tools, *middleware_tools]), *also]))
     rules = approval_rules(definitions.permission_mode, names, risky_tools=definitions.risky_tools,
-                           interrupt_on=definitions.interrupt_on)
+                           interrupt_on=interrupt_on)
     return [HumanInTheLoopMiddleware(interrupt_on=rules)] if rules else []
 
 

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from middleware._task_tool import SubagentLedgerState as SubagentLedgerState
     from middleware._task_tool import TaskToolInput as TaskToolInput
     from middleware._task_tool import TaskToolInputWithSchema as TaskToolInputWithSchema
-    from subagents._settings import DEFAULT_MAX_DELEGATIONS as DEFAULT_MAX_DELEGATIONS
     from subagents._truncation import RetryTruncated as RetryTruncated
 
 _WHERE = {name: module for module, names in {
@@ -36,7 +35,6 @@ _WHERE = {name: module for module, names in {
     "middleware._subagents": ("SubAgentMiddleware",),
     "middleware._task_tool": ("ASYNC_LEDGER_KEY", "LEDGER_KEY", "SubagentLedgerState", "TASK_TOOL_NAME",
         "TaskToolInput", "TaskToolInputWithSchema"),
-    "subagents._settings": ("DEFAULT_MAX_DELEGATIONS",),
     "subagents._truncation": ("RetryTruncated",),
 }.items() for name in names}
 

@@ -60,7 +60,6 @@ from subagents import AnySpec, BuildOptions, SpecError, SubagentRegistry, Subage
 from subagents._boundary import DELEGATION_TOOL_TAG, with_prompt_block
 from subagents._errors import InvalidArgumentType, StopReason, UnknownSubagent, brief, safe_text
 from subagents._ledger import LedgerChannel, touch_if_quiet
-from subagents._metering import Budget
 from subagents._outcome import lost
 from subagents._plans import adrive, drive
 from subagents._roles import ChildPolicy
@@ -450,10 +449,10 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
             inherit the parent's model.
         private_state_keys: more keys that never reach a local child.
         system_prompt: text placed before the agents block (``None``: none).
-        budget: as for :class:`SubAgentMiddleware`; it covers local children.
         settings: the :class:`subagents.DelegationSettings` the rest comes from, as for
             :class:`SubAgentMiddleware`: its ``background`` group, ``max_delegations`` (one count with ``task``'s
-            calls), and what local children are built with (transcripts go to JSONL only, never a store).
+            calls), ``budget`` (it covers local children), and what local children are built with (transcripts go
+            to JSONL only, never a store).
 
     A spec without ``graph_id`` runs in this process through the same runner as ``task``; one with ``graph_id`` on a
     LangGraph Server. A child hands back its answer, never state keys (the parent has moved on by then). Finished
@@ -478,10 +477,10 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
                  tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
                  model_middleware: Sequence[AgentMiddleware] | None = None,
                  private_state_keys: frozenset[str] = frozenset(), system_prompt: str | None = BACKGROUND_INSTRUCTIONS,
-                 budget: Budget | None = None, settings: DelegationSettings | None = None) -> None:
+                 settings: DelegationSettings | None = None) -> None:
         super().__init__()
         # JSONL transcripts only: background children outlive the run's store.
-        settings = (settings or DelegationSettings()).with_keywords(budget=budget).updated(transcript_store=None)
+        settings = (settings or DelegationSettings()).updated(transcript_store=None)
         shared, background = settings.background.background_runtime, settings.background
         if shared is not None and not isinstance(shared, BackgroundRuntime):
             raise InvalidArgumentType(f"BackgroundSubagentMiddleware: background_runtime must be a BackgroundRuntime, "

@@ -29,7 +29,7 @@ from subagents._errors import InvalidArgumentType, SpecError, StopReason, ToolCa
 from subagents._metering import token_count
 from subagents._outcome import refused_record, task_id_for
 from subagents._plans import ModelCallPlan
-from subagents._settings import DEFAULT_MAX_DELEGATIONS
+from subagents._settings import Limits
 
 START_TOOL_NAME = "start_async_task"  # a background start: a delegation, counted as task's calls are
 RETRY_TOOL_NAME = "retry_async_task"  # a background task run again: a delegation too
@@ -53,15 +53,14 @@ def is_notice(message: object) -> bool:
 
 class DelegationLimit:
     """Counts the parent's delegations (``task`` calls, background starts) since the last user message: past
-    ``max_delegations`` (``None``: no cap) each is refused with an error and the tools are withdrawn for the run."""
+    ``max_delegations`` each is refused with an error and the tools are withdrawn for the run. Its default and check
+    are :class:`~subagents.Limits`' ``max_delegations`` (with no cap there, the middleware builds none)."""
 
     starting = frozenset({TASK_TOOL_NAME, START_TOOL_NAME, RETRY_TOOL_NAME})  # start a child run: withdrawn
     tool_names = starting | {FOLLOW_UP_TOOL_NAME}
 
-    def __init__(self, max_delegations: int | None = DEFAULT_MAX_DELEGATIONS) -> None:
-        if max_delegations is not None and (isinstance(max_delegations, bool) or max_delegations < 1):
-            raise SpecError(f"max_delegations must be a positive integer or None (got {max_delegations!r})")
-        self.max_delegations = max_delegations
+    def __init__(self, max_delegations: int) -> None:
+        self.max_delegations: int = Limits(max_delegations=max_delegations).max_delegations  # type: ignore[assignment]
 
     def calls_this_run(self, messages: Sequence[AnyMessage]) -> list[str]:
         """Ids of the delegation calls made since the last human message, in order."""
@@ -70,7 +69,7 @@ class DelegationLimit:
 
     def exhausted(self, messages: Sequence[AnyMessage]) -> bool:
         """True once the run has made ``max_delegations`` calls."""
-        return self.max_delegations is not None and len(self.calls_this_run(messages)) >= self.max_delegations
+        return len(self.calls_this_run(messages)) >= self.max_delegations
 
     def withdrawn_when_exhausted(self, request: ModelRequest[ContextT]) -> ModelRequest[ContextT]:
         """The model request, without the delegation tool once the run is out of delegations."""
@@ -79,8 +78,6 @@ class DelegationLimit:
 
     def refusal(self, messages: Sequence[AnyMessage], tool_call_id: str | None) -> str | None:
         """Why this call may not delegate, or ``None`` if it may."""
-        if self.max_delegations is None:
-            return None
         ids = self.calls_this_run(messages)
         # The last call of that id: a provider that numbers calls per message repeats ids from turn to turn.
         position = len(ids) - 1 - ids[::-1].index(str(tool_call_id)) if str(tool_call_id) in ids else len(ids)

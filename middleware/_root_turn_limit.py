@@ -19,11 +19,11 @@ from langgraph.types import Command
 from langgraph.typing import ContextT
 
 from middleware._limits import last_ai
-from subagents._errors import BudgetExceeded, MaxTurnsReached, SpecError
+from subagents._errors import BudgetExceeded, MaxTurnsReached
 from subagents._metering import Budget, PriceTable, RunMeter, TaskMeter, metered_apart, metered_in_tools, run_meter_in
 from subagents._outcome import limit_stop, stopped_by_limit
 from subagents._plans import ModelCallPlan
-from subagents._settings import DEFAULT_MAX_ROOT_TURNS as DEFAULT_MAX_ROOT_TURNS  # its home: the settings
+from subagents._settings import Limits
 
 COUNT_KEY = "run_model_call_count"
 
@@ -41,10 +41,8 @@ class RootTurnLimit(ModelCallPlan, AgentMiddleware[RootTurnLimitState, ContextT,
     state_schema = RootTurnLimitState
 
     def __init__(self, max_root_turns: int, *, name: str | None = None) -> None:
-        if isinstance(max_root_turns, bool) or not isinstance(max_root_turns, int) or max_root_turns < 1:
-            raise SpecError(f"max_root_turns must be a positive integer or None (got {max_root_turns!r:.80})")
         super().__init__()
-        self.max_root_turns = max_root_turns
+        self.max_root_turns: int = Limits(max_root_turns=max_root_turns).max_root_turns  # type: ignore[assignment]
         self.agent_name = name
 
     def model_plan(self, request: ModelRequest[ContextT]
@@ -64,7 +62,7 @@ class RootTurnLimit(ModelCallPlan, AgentMiddleware[RootTurnLimitState, ContextT,
 
 GraphT = TypeVar("GraphT", bound="Pregel[Any, Any, Any, Any]")
 
-UNMETERED = ("SubAgentMiddleware(budget=...) counts the root's model calls and its children's; a model call "
+UNMETERED = ("A SubAgentMiddleware with a budget counts the root's model calls and its children's; a model call "
              "another middleware of the root makes itself (a summariser's in before_model, a critic's) is "
              "counted (whatever callbacks it is given) only when the graph runs with the budget's meter: run "
              "middleware.metered(graph) (create_deep_agent does). No middleware can add it to a run of a graph "

@@ -69,7 +69,6 @@ from subagents._boundary import DELEGATION_TOOL_NAMES, graph_namespace, with_pro
 from subagents._builder import BuildOptions
 from subagents._errors import InvalidArgumentType, ParentPolicyNotInherited, safe_text
 from subagents._ledger import touch_if_quiet
-from subagents._metering import Budget
 from subagents._outcome import add_usage, lost, task_id_for
 from subagents._plans import adrive, drive
 from subagents._registry import takes_parent_tools
@@ -108,9 +107,9 @@ class SubAgentMiddleware(AgentMiddleware):
     exposes no way to read it), the floor every child is built under (docs/approvals.md); not given while children
     take the parent's tools, a :class:`~subagents.ParentPolicyNotInherited` warning (``[]``: it has none).
     ``private_state_keys`` never cross the boundary; ``system_prompt`` precedes ``<available_agents>``, which
-    ``{available_agents}`` in ``task_description`` becomes. ``budget``, given, replaces ``settings.limits.budget``
-    (:class:`~subagents.Limits`; another root middleware's calls count under :meth:`metered`); ``settings``
-    gives the rest. ``backend`` and ``state_schema`` are deepagents'.
+    ``{available_agents}`` in ``task_description`` becomes. ``settings`` gives the rest, each option once (its
+    ``budget`` covers this agent's model calls and every child's; another root middleware's count under
+    :meth:`metered`). ``backend`` and ``state_schema`` are deepagents'.
     Stream events: docs/transcripts-and-streaming.md.
     """
 
@@ -124,9 +123,9 @@ class SubAgentMiddleware(AgentMiddleware):
                  model_middleware: Sequence[AgentMiddleware] | None = None,
                  private_state_keys: frozenset[str] | None = frozenset(),
                  system_prompt: str | None = DELEGATION_INSTRUCTIONS, task_description: str | None = None,
-                 budget: Budget | None = None, settings: DelegationSettings | None = None, backend: Any = None,
+                 settings: DelegationSettings | None = None, backend: Any = None,
                  state_schema: type[Any] | None = None) -> None:
-        settings = (settings or DelegationSettings()).with_keywords(budget=budget)
+        settings = settings or DelegationSettings()
         limits, definitions = settings.limits, settings.definitions
         super().__init__()
         specs = with_general_purpose([coerce_spec(s) for s in subagents or ()], definitions.general_purpose)

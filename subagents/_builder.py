@@ -74,8 +74,8 @@ class BuildOptions:
     """What the caller offers every child it builds, beyond each spec (all optional).
 
     Attributes:
-        definitions: the :class:`~subagents.Definitions` settings children are built under (``permission_mode`` and
-            ``interrupt_on`` are floors).
+        definitions: the :class:`~subagents.Definitions` settings children are built under (``permission_mode`` is
+            a floor, as the parent's ``HumanInTheLoopMiddleware`` is).
         skills: the skills a spec's ``skills`` may name (the delegating middleware pass ``definitions.skills()``).
         excluded_keys: keys the delegating middleware keeps to the parent; never in a child's state schema.
         own_model: applied to every model a child is built with (its own and its condenser's; background children's
@@ -507,14 +507,12 @@ def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence
     # The user's policy is a floor no spec lowers (a spec is often a file from a cloned folder): unlike deepagents,
     # a spec's interrupt_on (or approval middleware) may add gates or change how a gated tool is reviewed, never
     # un-gate one. One middleware asks: create_agent refuses two.
-    floor = approval_rules(defs.permission_mode, names, risky_tools=defs.risky_tools,
-                           interrupt_on=defs.interrupt_on) if defs.permission_mode or defs.interrupt_on else {}
+    floor = approval_rules(defs.permission_mode, names, risky_tools=defs.risky_tools) if defs.permission_mode else {}
     for mw in inherited:  # every approval the parent's HumanInTheLoopMiddleware asks for is a floor too
         if isinstance(mw, HumanInTheLoopMiddleware):
             floor.update({n: rule for n, rule in (mw.interrupt_on or {}).items() if rule and n in names})
-    interrupt_on = spec.interrupt_on if spec.interrupt_on is not None else defs.interrupt_on
     own = approval_rules(mode, names, risky_tools=defs.risky_tools,
-                         interrupt_on=interrupt_on) if mode is not None or interrupt_on else {}
+                         interrupt_on=spec.interrupt_on) if mode is not None or spec.interrupt_on else {}
     theirs = [mw for mw in middleware if type(mw) is HumanInTheLoopMiddleware]  # a subclass is kept as it is
     for mw in theirs:
         own.update({n: rule for n, rule in mw.interrupt_on.items() if rule})

@@ -242,8 +242,6 @@ def _ai_text(message: Any) -> str:
     return ""
 
 
-DEFAULT_SHORT_ANSWER_THRESHOLD = 0  # Short-answer continuation is opt-in: 0 turns it off.
-
 CONTINUATION_PROMPT = ("Your final answer was very short, and the caller sees only your final message. "
                        "Reply now with a complete report of what you found and did, with every detail "
                        "the task asked for.")

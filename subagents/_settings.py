@@ -1,8 +1,11 @@
 """Delegation settings: one typed object, passed whole from layer to layer.
 
-Every delegation option that is not one of ``create_deep_agent``'s few keywords lives here once (default,
-validation, docstring), in frozen groups (:class:`Limits`, :class:`Observability`, :class:`BackgroundSettings`,
-:class:`Definitions`, :class:`RootGraph`); a bad value raises :class:`~subagents.SpecError` naming the field.
+Every delegation option lives in one place. ``create_deep_agent``'s keywords are deepagents' own (``interrupt_on``
+among them: what a deepagents or LangGraph user already writes) plus ``settings``, ``background`` and ``hooks``; every
+other option lives here once (default, validation, docstring), in frozen groups (:class:`Limits`,
+:class:`Observability`, :class:`BackgroundSettings`, :class:`Definitions`, :class:`RootGraph`), never also a keyword:
+``budget``, ``permission_mode`` and ``mcp_servers`` are fields, which every layer reads from the same object. A bad
+value raises :class:`~subagents.SpecError` naming the field.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from pydantic.functional_validators import BeforeValidator
 
 from subagents._errors import InvalidArgumentType, SpecError
 from subagents._metering import Budget, PriceTable, WrapUpSetting
-from subagents._outcome import DEFAULT_SHORT_ANSWER_THRESHOLD
 from subagents._truncation import RetryTruncatedSetting
 from subagents.definitions._files import DirLevels
 from subagents.definitions._models import ModelProfiles, UnknownModelPolicy, check_profiles
@@ -26,8 +28,6 @@ from subagents.definitions._permissions import PermissionMode, normalize_permiss
 from subagents.definitions._skills import SkillCatalog
 
 UnknownToolPolicy = Literal["error", "warn", "ignore"]
-DEFAULT_MAX_DELEGATIONS = 50
-"""Delegations (``task`` calls, background starts) allowed per run unless ``max_delegations`` says otherwise."""
 DEFAULT_MAX_ROOT_TURNS = 200  # far above a working run, far below the recursion limit
 DEFAULT_NOTICE_TOTAL_CHARS = 12_000
 
@@ -72,10 +72,10 @@ class Limits(_Settings):
     """
 
     max_concurrent_tasks: int | None = Field(default=None, ge=1)
-    max_delegations: int | None = Field(default=DEFAULT_MAX_DELEGATIONS, ge=1)
+    max_delegations: int | None = Field(default=50, ge=1)
     max_root_turns: int | None = Field(default=DEFAULT_MAX_ROOT_TURNS, ge=1)
     max_dynamic_subagents: int = Field(default=8, ge=1)
-    short_answer_threshold: int = DEFAULT_SHORT_ANSWER_THRESHOLD
+    short_answer_threshold: int = 0  # opt-in
     budget: Budget | None = None
     wrap_up: WrapUpSetting = True
     force_delegation: SkipValidation[Any] = None  # checked by middleware._limits.coerce_force_delegation
@@ -143,10 +143,10 @@ class Definitions(_Settings):
         skills_dirs: skill directories, likewise; the root's prompt lists every skill, a child's those its spec names.
         model_profiles: profile name -> model, for specs' ``model`` names.
         unknown_model: ``"inherit"``: an unresolvable model name falls back to the parent's model, not an error.
-        permission_mode: the approval policy of every child whose spec sets none (``None``: none unless a spec asks).
+        permission_mode: the approval policy of every child whose spec sets none, a floor under one that sets its
+            own, and of ``create_deep_agent``'s root's own tools (docs/approvals.md; ``None``: none unless a spec asks).
         risky_tools: tool names that ``confirm_risky`` pauses on.
         mcp_servers: MCP servers (name -> ``{command, args, env}`` or ``{url, headers}``) specs may name undefined.
-        interrupt_on: tool name -> ``True`` or a ``HumanInTheLoopMiddleware`` rule, a floor for every child.
         state_schemas: the parent's state schemas; a declarative child gets their keys but excluded and private ones.
         unknown_tools: what a spec naming a tool the parent lacks gets.
         general_purpose: add the ``general-purpose`` subagent unless a spec of that name replaces it.
@@ -165,7 +165,6 @@ class Definitions(_Settings):
     permission_mode: PermissionMode | None = None
     risky_tools: frozenset[str] = frozenset()
     mcp_servers: SkipValidation[Mapping[str, Mapping[str, Any]]] = {}
-    interrupt_on: SkipValidation[Mapping[str, Any] | None] = None
     state_schemas: Annotated[SkipValidation[tuple[Any, ...]],
                              BeforeValidator(lambda found: tuple(s for s in found if s is not None))] = ()
     unknown_tools: UnknownToolPolicy = "warn"
@@ -199,13 +198,6 @@ class Definitions(_Settings):
         if undefined := [name for name, config in servers.items() if not config]:
             raise SpecError(f"server '{undefined[0]}' has no config; expected 'command' or 'url'")
         return servers
-
-    @field_validator("interrupt_on", mode="before")
-    @classmethod
-    def _rules(cls, value: Any) -> Mapping[str, Any] | None:
-        if value is not None and not isinstance(value, Mapping):
-            raise SpecError(f"expected a mapping of tool name to rule, got {value!r}")
-        return value
 
     def skills(self) -> SkillCatalog:
         """The skills found in ``skills_dirs`` (none when it is ``None``), read once."""
@@ -263,10 +255,6 @@ class DelegationSettings(_Settings):
         return self.model_copy(update={
             group: type(current := getattr(self, group))(**{**dict(current), **values})
             for group, values in groups.items()})
-
-    def with_keywords(self, **keywords: Any) -> DelegationSettings:
-        """A copy with each keyword shortcut given (not ``None``, as ``budget=``) in its field."""
-        return self.updated(**{name: value for name, value in keywords.items() if value is not None})
 
 
 _GROUPS = frozenset(DelegationSettings.model_fields)

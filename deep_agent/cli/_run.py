@@ -170,10 +170,10 @@ def prepare_run(args: argparse.Namespace) -> RunSetup:
             sessions_dir=str(sessions), model_profiles=plan.profiles, unknown_model=args.unknown_model,
             deepagents_stack=False,  # its own sandboxed file tools, not deepagents' in-state ones
             risky_tools=RISKY_TOOLS, unknown_tools="ignore", prices=prices, skills_dirs=skills_dirs,
-            force_delegation=args.force_delegation, short_answer_threshold=args.short_answer_threshold or 0)
+            force_delegation=args.force_delegation, short_answer_threshold=args.short_answer_threshold or 0,
+            permission_mode=args.permission_mode, budget=budget)
         return create_deep_agent(model, builtin_tools(workspace, bash=bash), subagents=specs, system_prompt=ROOT_PROMPT,
-                                 checkpointer=checkpointer, permission_mode=args.permission_mode, background=True,
-                                 budget=budget, settings=settings)
+                                 checkpointer=checkpointer, background=True, settings=settings)
 
     colors = {spec.name: spec.color for spec in specs if isinstance(getattr(spec, "color", None), str)}
     return RunSetup(build=build, notices=[bash_note] if bash_note else [], colors=colors, prices=prices,

@@ -7,8 +7,8 @@ Example::
     from deep_agent.tools import RISKY_TOOLS, builtin_tools
 
     tools = builtin_tools(".")   # Bash in bubblewrap's sandbox; none where bwrap is missing
-    agent = create_deep_agent(model, tools, permission_mode="confirm_risky",
-                              settings=DelegationSettings.of(risky_tools=RISKY_TOOLS))
+    agent = create_deep_agent(model, tools, settings=DelegationSettings.of(permission_mode="confirm_risky",
+                                                                           risky_tools=RISKY_TOOLS))
 """
 
 from deep_agent.tools._catalog import BUILTIN_TOOL_NAMES, RISKY_TOOLS, builtin_tools, tools_not_provided

@@ -2,13 +2,16 @@
 small: the rest is one typed settings object."""
 
 import ast
+import importlib
 import inspect
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from deep_agent import create_deep_agent
+from deep_agent import ScriptedChatModel, create_deep_agent
 from middleware import BackgroundSubagentMiddleware, SubAgentMiddleware
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +48,23 @@ def test_the_readme_docs_and_notebooks_import_public_names_only() -> None:
     found = [f"{page.relative_to(ROOT)}: {m}" for page in pages for m in private.findall(page.read_text())]
     assert not found, found
 
+def test_an_exported_error_names_its_package_from_its_first_raise() -> None:
+    # A process of its own, where no package name has been read yet: the private modules alone are imported.
+    code = ("import pickle, traceback\nfrom subagents._errors import McpServerError, RuntimeClosed, SpecError\n"
+            "from deep_agent._testing import ScriptExhausted\nimport subagents.background, subagents.definitions\n"
+            "print(*(c.__module__ for c in (SpecError, RuntimeClosed, McpServerError, ScriptExhausted)))\n"
+            "error = pickle.loads(pickle.dumps(SpecError('bad')))\n"
+            "print(type(error) is SpecError, traceback.format_exception_only(error)[-1].strip())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["subagents subagents.background subagents.definitions deep_agent",
+                                "True subagents.SpecError: bad"]
+    for package in ("subagents", "subagents.background", "subagents.definitions", "middleware", "deep_agent"):
+        module = importlib.import_module(package)
+        errors = [v for v in map(module.__getattr__, module.__all__)
+                  if isinstance(v, type) and issubclass(v, BaseException) and v.__module__.startswith(package)]
+        assert {e.__module__ for e in errors} <= {package}, package
+
+
 DEEPAGENTS = ["model", "tools", "system_prompt", "middleware", "subagents", "skills", "memory", "permissions",
               "backend", "interrupt_on", "response_format", "state_schema", "context_schema", "checkpointer",
               "store", "debug", "name", "cache"]
@@ -58,6 +78,18 @@ def test_create_deep_agent_takes_deepagents_arguments_and_a_few_more():
     names = parameters(create_deep_agent)
     assert len(names) <= 24, names
     assert set(DEEPAGENTS) <= set(names) and "settings" in names
+
+
+@pytest.mark.parametrize("callable_", [create_deep_agent, SubAgentMiddleware, BackgroundSubagentMiddleware])
+def test_an_option_is_a_keyword_or_a_setting_never_both(callable_) -> None:
+    from subagents._settings import _GROUP_OF
+
+    assert not set(parameters(callable_)) & set(_GROUP_OF)
+
+
+def test_create_deep_agent_checks_its_interrupt_on() -> None:
+    with pytest.raises(TypeError, match="argument 'interrupt_on': expected a mapping of tool name to rule"):
+        create_deep_agent(ScriptedChatModel(), interrupt_on=["write_file"])
 
 
 def test_the_middlewares_take_at_most_eleven():

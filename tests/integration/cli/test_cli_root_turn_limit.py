@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers.cli import ANSI, SCRIPTS, cli, make_project
-from middleware._root_turn_limit import DEFAULT_MAX_ROOT_TURNS
+
+from subagents._settings import DEFAULT_MAX_ROOT_TURNS
 
 
 def test_a_root_that_calls_tools_forever_ends_with_the_limit_message_not_a_recursion_error(tmp_path: Path) -> None:

@@ -10,18 +10,18 @@ import time
 from collections.abc import Iterator
 
 import pytest
-
-from helpers.graphs import echo, records, tool_messages, user
-from deep_agent import create_deep_agent
-from deep_agent.cli._app import main as cli
-from deep_agent._testing import ScriptedChatModel, tool_call
-from bench.dev_server import free_port
-from subagents import _runner as runner_module
-from subagents.definitions._mcp import TASK_ID_METADATA_KEY
 from helpers.agent_files import DETAIL, write
 from helpers.background import returns
+from helpers.graphs import echo, records, tool_messages, user
 from helpers.mcp_tasks import SERVERS, alive, delegate, pids, report, stdio
+
+from bench.dev_server import free_port
+from deep_agent import create_deep_agent
+from deep_agent._testing import ScriptedChatModel, tool_call
+from deep_agent.cli._app import main as cli
+from subagents import _runner as runner_module
 from subagents._settings import DelegationSettings
+from subagents.definitions._mcp import TASK_ID_METADATA_KEY
 
 pytestmark = pytest.mark.server
 
@@ -157,8 +157,8 @@ def test_a_named_server_resolves_through_the_callers_servers(run):
     spec = {"name": "n", "description": "n", "mcp_config": ["calc"]}
     model = delegate(("sum", "n"), child_rules=[("sum", [{"tool_calls": [tool_call("mcp__calc__add", a=1, b=1)]},
                                                          report])])
-    agent = create_deep_agent(model, subagents=[spec], mcp_servers={"calc": stdio()},
-    settings=DelegationSettings.of(general_purpose=False))
+    agent = create_deep_agent(model, subagents=[spec],
+                              settings=DelegationSettings.of(mcp_servers={"calc": stdio()}, general_purpose=False))
     assert tool_messages(run(agent, user("go")))[0].content.startswith("Results: 2")
     undefined = delegate(("sum", "n"), child_rules=[])
     out = run(create_deep_agent(undefined, subagents=[spec], settings=DelegationSettings.of(general_purpose=False)), user("go"))
@@ -181,10 +181,10 @@ def test_cli_validate_checks_commands_and_urls_and_list_shows_servers(tmp_path, 
 
 
 def test_background_tasks_each_own_their_connection(run, tmp_path):
+    from helpers.background import start, started_ids, wait_for
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from helpers.background import start, started_ids, wait_for
     from middleware import BackgroundSubagentMiddleware
     from subagents.background._local import known_task
 

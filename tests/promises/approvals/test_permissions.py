@@ -6,16 +6,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.graphs import tool_messages, user
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from helpers.graphs import tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import SpecError
-from subagents.definitions import normalize_permission_mode
 from subagents._settings import DelegationSettings
+from subagents.definitions import normalize_permission_mode
 
 DETAIL = " Details: " + "every step was checked and recorded. " * 6
 APPROVE = Command(resume={"decisions": [{"type": "approve"}]})
@@ -62,8 +62,8 @@ def build(
     spec.update(spec_extra or {})
     agent = create_deep_agent(
         model, workspace.tools, subagents=[spec],
-        permission_mode=parent, checkpointer=InMemorySaver(),
-        settings=DelegationSettings.of(general_purpose=False, risky_tools={"write_file"}),
+        checkpointer=InMemorySaver(),
+        settings=DelegationSettings.of(permission_mode=parent, general_purpose=False, risky_tools={"write_file"}),
     )
     return agent, workspace, {"configurable": {"thread_id": "t"}}, model
 
@@ -150,8 +150,8 @@ def test_the_parents_own_tools_follow_its_policy(run, tool_name, pauses):
     workspace = Workspace()
     model = ScriptedChatModel(responses=[{"tool_calls": [tool_call(tool_name, path="p.txt")]}, "done"])
     agent = create_deep_agent(
-        model, workspace.tools, permission_mode="confirm_risky",
-        checkpointer=InMemorySaver(), settings=DelegationSettings.of(risky_tools={"write_file"}),
+        model, workspace.tools, checkpointer=InMemorySaver(),
+        settings=DelegationSettings.of(permission_mode="confirm_risky", risky_tools={"write_file"}),
     )
     out = run(agent, user("go"), {"configurable": {"thread_id": "root"}})
     assert ("__interrupt__" in out) is pauses
@@ -170,6 +170,6 @@ def test_permission_values_normalise(value, mode):
 
 def test_bad_parent_policy_is_a_clear_error():
     with pytest.raises(SpecError, match="permission_mode: expected one of always_confirm"):
-        create_deep_agent(ScriptedChatModel(), permission_mode="sometimes")
+        create_deep_agent(ScriptedChatModel(), settings=DelegationSettings.of(permission_mode="sometimes"))
     with pytest.raises(SpecError, match="risky_tools: expected a set of tool names"):
         create_deep_agent(ScriptedChatModel(), settings=DelegationSettings.of(risky_tools="write_file"))

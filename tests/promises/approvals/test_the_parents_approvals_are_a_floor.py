@@ -44,7 +44,7 @@ def harmless(x: str) -> str:
 
 HELPER = {"name": "helper", "description": "helps", "system_prompt": "Help.", "tools": ["danger", "harmless"]}
 BY_INTERRUPT_ON: dict[str, Any] = {"interrupt_on": {"danger": True}}
-BY_MODE: dict[str, Any] = {"permission_mode": "confirm_risky", "settings": DelegationSettings.of(risky_tools=["danger"])}
+BY_MODE: dict[str, Any] = {"settings": DelegationSettings.of(permission_mode="confirm_risky", risky_tools=["danger"])}
 
 
 @pytest.fixture(autouse=True)

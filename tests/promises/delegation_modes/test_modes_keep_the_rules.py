@@ -45,8 +45,8 @@ MODES = ["dynamic", "fork", "typed"]
 def test_every_mode_is_recorded_charged_and_transcribed(run, mode):
     model, kwargs = scenario(mode, answer_for(mode))
     budget = Budget(max_tokens=1_000_000)
-    kwargs["settings"] = kwargs["settings"].updated(short_answer_threshold=0)
-    out = run(create_deep_agent(model, budget=budget, **kwargs), user("go"))
+    kwargs["settings"] = kwargs["settings"].updated(short_answer_threshold=0, budget=budget)
+    out = run(create_deep_agent(model, **kwargs), user("go"))
     (task,) = [r for r in records(out) if r.get("kind") is None]
     assert task["status"] == "completed" and task["model_calls"] == 1 and task["input_tokens"] > 0
     assert budget.tokens >= task["input_tokens"] + task["output_tokens"]
@@ -65,7 +65,8 @@ def test_a_spent_budget_refuses_every_mode(run, mode):
         if any(c["name"] == "task" for c in state["messages"][-1].tool_calls):
             budget.charge("scripted", 10**6, 0)
 
-    out = run(create_deep_agent(model, budget=budget, middleware=[spend_it], **kwargs), user("go"))
+    kwargs["settings"] = kwargs["settings"].updated(budget=budget)
+    out = run(create_deep_agent(model, middleware=[spend_it], **kwargs), user("go"))
     failed = [m for m in tool_messages(out) if m.content.startswith("Subagent '")
               and "failed:" in m.content]
     assert len(failed) == 1 and "budget is spent" in failed[0].content

@@ -174,10 +174,10 @@ def test_every_limit_holds_on_generated_runs(case: dict[str, Any]) -> None:
     )
     tools = trace.tools()
     agent = create_deep_agent(
-        model, tools, middleware=[_Facts()], budget=budget,
+        model, tools, middleware=[_Facts()],
         subagents=[{"name": "w", "description": "works", "tools": ["work", "boom"], "max_turns": 6},
                    {"name": "t", "description": "naps", "tools": ["nap", "work"], "timeout_s": 0.15}],
-                   settings=DelegationSettings.of(max_concurrent_tasks=cap),
+                   settings=DelegationSettings.of(budget=budget, max_concurrent_tasks=cap),
     )
     inputs = {"messages": [{"role": "user", "content": "go"}], "facts": ["orig"]}
     config = {"recursion_limit": 500}

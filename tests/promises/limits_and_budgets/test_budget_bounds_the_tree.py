@@ -56,7 +56,8 @@ def test_a_spent_budget_ends_the_parents_own_loop_after_one_last_call_without_to
     # (31 calls, 2.4x the limit).
     parent = BillingModel(default={"tool_calls": [tool_call("_echo", x="again")]}, model_name="scripted")
     budget = Budget(max_tokens=20_000)
-    out = run(create_deep_agent(parent, [_echo], budget=budget), user("go"), {"recursion_limit": 1000})
+    out = run(create_deep_agent(parent, [_echo],
+                                settings=DelegationSettings.of(budget=budget)), user("go"), {"recursion_limit": 1000})
     last = out["messages"][-1]
     assert stopped_by_limit(last) == "budget" and "the shared token budget" in last.content
     assert parent.calls[-1]["tools"] == [] and all(call["tools"] for call in parent.calls[:-1])
@@ -87,7 +88,8 @@ def test_a_middleware_jumping_back_to_the_model_gets_no_call_past_the_last_one(r
     # 200 root calls, 10M tokens of a 100,000 budget (stopped only by max_root_turns).
     parent = BillingModel(default="an answer without the word", model_name="scripted", density=8.0)
     budget = Budget(max_tokens=20_000)
-    agent = create_deep_agent(parent, [], middleware=[_InsistsOnFinal(speaks)], budget=budget)
+    agent = create_deep_agent(parent, [], middleware=[_InsistsOnFinal(speaks)],
+                              settings=DelegationSettings.of(budget=budget))
     with contextlib.suppress(GraphRecursionError):  # the middleware loops on the stop; LangGraph ends it
         run(agent, user("go"), {"recursion_limit": 200})
     assert sum(1 for call in parent.calls if call["tools"] == []) == 1, len(parent.calls)  # the last answer only
@@ -133,8 +135,8 @@ def test_a_report_charged_the_estimate_teaches_no_ratio(run, quiet):
               "system_prompt": prompt}]
     budget = Budget(max_tokens=40_000)  # room for three such calls at 16x, not for eight
     parent.watch = budget
-    run(create_deep_agent(parent, [_echo], subagents=specs, budget=budget, settings=DelegationSettings.of(
-        max_concurrent_tasks=8,
+    run(create_deep_agent(parent, [_echo], subagents=specs, settings=DelegationSettings.of(
+        budget=budget, max_concurrent_tasks=8,
     )), user("go"))
     assert budget.learned("child-model") is not None  # the honest reports taught it
     output = max(o for _, o in dense_child.billed)
@@ -162,8 +164,8 @@ def test_a_model_that_reports_no_usage_is_charged_what_its_calls_held(run):
     specs = [{"name": "looper", "description": "loops", "model": child, "tools": ["_echo"], "max_turns": 1000,
               "system_prompt": "Loop on the tool, with care. " * 80}]
     budget = Budget(max_tokens=100_000)
-    run(create_deep_agent(parent, [_echo], subagents=specs, budget=budget, settings=DelegationSettings.of(
-        max_concurrent_tasks=4, deepagents_stack=False,
+    run(create_deep_agent(parent, [_echo], subagents=specs, settings=DelegationSettings.of(
+        budget=budget, max_concurrent_tasks=4, deepagents_stack=False,
     )), user("go"), {"recursion_limit": 10_000})
     billed = sum(i + o for i, o in child.billed + parent.billed)
     output = max(o for _, o in child.billed)
@@ -199,7 +201,8 @@ def test_a_childs_tools_calling_models_in_parallel_pass_the_limit_by_one_output_
     specs = [{"name": "worker", "description": "w", "model": child, "tools": ["summarize"]}]
     budget = Budget(max_tokens=30_000)
     parent.watch = budget
-    run(create_deep_agent(parent, [summarize], subagents=specs, budget=budget), user("go"))
+    run(create_deep_agent(parent, [summarize], subagents=specs,
+                          settings=DelegationSettings.of(budget=budget)), user("go"))
     output, before = max(o for _, o in inner.billed), parent.spent_before_answer
     assert budget.max_tokens + output < before <= budget.max_tokens + len(inner.billed) * output
 
@@ -225,7 +228,7 @@ def test_a_root_tools_model_calls_are_refused_once_the_budget_cannot_cover_them(
                           model_name="parent-model")
     budget = Budget(max_tokens=20_000)
     with pytest.raises(BudgetExceeded):
-        run(create_deep_agent(parent, [summarize_all], budget=budget), user("go"))
+        run(create_deep_agent(parent, [summarize_all], settings=DelegationSettings.of(budget=budget)), user("go"))
     assert len(inner.billed) < 10 and budget.tokens <= budget.max_tokens + max(o for _, o in inner.billed)
 
 
@@ -252,9 +255,9 @@ def test_a_retried_or_replaced_last_call_is_not_a_new_one_and_the_run_ends_on_th
                           default=RuntimeError("HTTP 500 from the provider"), model_name="parent-model")
     child = BillingModel(default="child answer " * 400, model_name="child-model")
     budget = Budget(max_tokens=3_000)
-    agent = create_deep_agent(parent, [], subagents=[{"name": "r", "description": "d", "model": child}], budget=budget,
+    agent = create_deep_agent(parent, [], subagents=[{"name": "r", "description": "d", "model": child}],
                               middleware=[ModelRetryMiddleware(max_retries=5, initial_delay=0.0, jitter=False)],
-                              settings=DelegationSettings.of(deepagents_stack=stack))  # inner to it, or outer
+                              settings=DelegationSettings.of(budget=budget, deepagents_stack=stack))  # inner or outer
     out = run(agent, user("go"))
     assert [call["tools"] for call in parent.calls][1:] == [[]]  # one last call, without tools
     assert stopped_by_limit(out["messages"][-1]) == "budget"
@@ -267,7 +270,8 @@ def test_the_last_call_of_a_root_with_structured_output_is_offered_no_tool_eithe
                                      "the parent's answer in words"], model_name="parent-model")
     child = BillingModel(default="child answer " * 400, model_name="child-model")
     budget = Budget(max_tokens=3_000)
-    agent = create_deep_agent(parent, [], subagents=[{"name": "r", "description": "d", "model": child}], budget=budget,
+    agent = create_deep_agent(parent, [], subagents=[{"name": "r", "description": "d", "model": child}],
+                              settings=DelegationSettings.of(budget=budget),
                               response_format=ToolStrategy(_Verdict))
     out = run(agent, user("go"))
     assert parent.calls[-1]["tools"] == [] and stopped_by_limit(out["messages"][-1]) == "budget"
@@ -279,6 +283,8 @@ def test_a_root_model_that_never_teaches_its_ratio_is_let_in_at_its_estimate_onc
     # billing 16x and reporting nothing, looping on its own tool, passed the limit by up to 15x a prompt.
     for limit in (120_000, 150_000, 180_000):
         parent = _Dense16(default={"tool_calls": [tool_call("_echo", x="more " * 20)]}, model_name="p")
-        run(create_deep_agent(parent, [_echo], budget=Budget(max_tokens=limit)), user("go"), {"recursion_limit": 400})
+        run(create_deep_agent(parent, [_echo],
+                              settings=DelegationSettings.of(budget=Budget(max_tokens=limit))), user("go"),
+            {"recursion_limit": 400})
         billed = sum(i + o for i, o in parent.billed)
         assert billed <= limit + max(o for _, o in parent.billed) + sum(parent.billed[-1]), (limit, parent.billed)

@@ -18,7 +18,7 @@ from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
 from deep_agent._testing import ScriptedChatModel, tool_call
-from subagents import Budget
+from subagents import Budget, DelegationSettings
 from subagents._metering import RunMeter, TaskMeter
 
 PROMPT = "word " * 4000  # ~5,000 tokens
@@ -189,7 +189,8 @@ def test_a_call_running_when_its_task_times_out_is_in_the_tasks_record_as_the_bu
     budget = Budget(max_tokens=10**7, prices={"parent": (0.0, 0.0), "child": (1.0, 1.0)})
     spec = {"name": "w", "description": "w", "model": child, "timeout_s": 1.0}
     try:
-        out = run(create_deep_agent(parent, [], subagents=[spec], budget=budget), user("go"))
+        out = run(create_deep_agent(parent, [], subagents=[spec],
+                                    settings=DelegationSettings.of(budget=budget)), user("go"))
         at_return = budget.usd
     finally:
         gate.set()
@@ -222,7 +223,8 @@ def test_a_call_reporting_more_after_its_task_timed_out_is_named_in_the_record(r
     budget = Budget(max_tokens=10**7, prices={"parent": (0.0, 0.0), "child": (1.0, 1.0)})
     spec = {"name": "w", "description": "w", "model": child, "tools": [ask], "timeout_s": 1.0}
     try:
-        out = run(create_deep_agent(parent, [], subagents=[spec], budget=budget), user("go"))
+        out = run(create_deep_agent(parent, [], subagents=[spec],
+                                    settings=DelegationSettings.of(budget=budget)), user("go"))
     finally:
         gate.set()
     (record,) = records(out)

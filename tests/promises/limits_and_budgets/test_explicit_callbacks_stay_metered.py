@@ -61,15 +61,16 @@ def _agent(where: str, tool: StructuredTool, budget: Budget) -> tuple[list[Billi
         parent = BillingModel(responses=[{"tool_calls": [tool_call("summarize", x="1")]}, "parent done"],
                               model_name="parent-model")
         if where == "plain":
-            delegation = SubAgentMiddleware([], budget=budget)
+            delegation = SubAgentMiddleware([], settings=DelegationSettings.of(budget=budget))
             return [parent], delegation.metered(create_agent(parent, [tool], middleware=[delegation]))
-        return [parent], create_deep_agent(parent, [tool], budget=budget)
+        return [parent], create_deep_agent(parent, [tool], settings=DelegationSettings.of(budget=budget))
     child = BillingModel(responses=[{"tool_calls": [tool_call("summarize", x="1")]}, "child done"],
                          model_name="child-model")
     parent = BillingModel(responses=[{"tool_calls": [tool_call("task", description="Do it", subagent_type="worker")]},
                                      "parent done"], model_name="parent-model")
     specs = [{"name": "worker", "description": "w", "model": child, "tools": ["summarize"]}]
-    return [parent, child], create_deep_agent(parent, [tool], subagents=specs, budget=budget)
+    return [parent, child], create_deep_agent(parent, [tool], subagents=specs,
+                                              settings=DelegationSettings.of(budget=budget))
 
 
 @pytest.mark.parametrize("how", ["with_config", "config"])
@@ -139,7 +140,7 @@ def test_a_subclass_tool_wrap_runs_under_a_budget_and_its_tools_calls_stay_charg
                                      {"tool_calls": [tool_call("summarize", x="2")]}, "parent done"],
                           model_name="parent-model")
     budget = Budget(max_tokens=10**7, prices=PRICES)
-    delegation = _Watching([], budget=budget, settings=DelegationSettings.of(general_purpose=False))
+    delegation = _Watching([], settings=DelegationSettings.of(budget=budget, general_purpose=False))
     delegation.wrapped = []
     run(delegation.metered(create_agent(parent, [_asking(other, "config", "z" * 2_000, 1)], middleware=[delegation])),
         user("go"))

@@ -35,8 +35,8 @@ def test_a_fallback_call_on_a_thread_keeps_the_place_and_is_charged() -> None:
     budget = Budget(max_tokens=10**9)
     specs = [{"name": "w", "description": "worker", "model": ProviderDown(default="x"), "timeout_s": 0.5,
               "middleware": [ModelFallbackMiddleware(SyncOnlyModel(default="an answer"))]}]
-    agent = create_deep_agent(parent, subagents=specs, budget=budget, settings=DelegationSettings.of(
-        max_concurrent_tasks=1,
+    agent = create_deep_agent(parent, subagents=specs, settings=DelegationSettings.of(
+        budget=budget, max_concurrent_tasks=1,
     ))
     out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("go")]}))
     records = out["subagent_tasks"]

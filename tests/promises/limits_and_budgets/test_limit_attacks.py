@@ -38,8 +38,8 @@ def test_a_call_the_budget_refuses_is_not_counted_as_a_model_call(run):
         default="done",
     )
     specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "max_turns": 50}]
-    agent = create_deep_agent(parent, subagents=specs, budget=Budget(max_tokens=3000),
-    settings=DelegationSettings.of(max_concurrent_tasks=2))
+    agent = create_deep_agent(parent, subagents=specs,
+                              settings=DelegationSettings.of(budget=Budget(max_tokens=3000), max_concurrent_tasks=2))
     out = run(agent, user("go"))
     recs = records(out)
     assert len(recs) == 6 and {r["stop_reason"] for r in recs} == {"budget"}
@@ -105,8 +105,8 @@ def test_a_child_abandoned_mid_model_call_keeps_its_place_and_its_call_is_charge
     )
     budget = Budget(max_tokens=10**9)
     specs = [{"name": "w", "description": "worker", "model": child, "timeout_s": 0.5}]
-    out = run(create_deep_agent(parent, subagents=specs, budget=budget, settings=DelegationSettings.of(
-        max_concurrent_tasks=1,
+    out = run(create_deep_agent(parent, subagents=specs, settings=DelegationSettings.of(
+        budget=budget, max_concurrent_tasks=1,
     )), user("go"))
     recs = records(out)
     assert [r["stop_reason"] for r in recs].count("timeout") >= 1
@@ -126,7 +126,7 @@ def test_a_retry_middleware_in_the_child_does_not_turn_a_limit_into_a_completed_
     specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "middleware": [retry],
               "max_turns": 4 if limit == "max_turns" else 50}]
     budget = Budget(max_tokens=1500 if limit == "budget" else 10**9)
-    out = run(create_deep_agent(parent, subagents=specs, budget=budget), user("go"))
+    out = run(create_deep_agent(parent, subagents=specs, settings=DelegationSettings.of(budget=budget)), user("go"))
     (record,) = records(out)
     assert (record["status"], record["stop_reason"]) == ("error", limit)
     assert record["result"] is None and "failed after" not in (record["error"] or "")
@@ -178,7 +178,7 @@ def test_a_model_that_reports_no_usage_cannot_run_past_the_budget(run):
         responses=[{"tool_calls": [tool_call("task", description="job", subagent_type="w")]}], default="done")
     specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "max_turns": 40}]
     budget = Budget(max_tokens=2000)
-    out = run(create_deep_agent(parent, subagents=specs, budget=budget), user("go"))
+    out = run(create_deep_agent(parent, subagents=specs, settings=DelegationSettings.of(budget=budget)), user("go"))
     (record,) = records(out)
     assert record["stop_reason"] == "budget"
     assert len(child.calls) < 10
@@ -192,7 +192,7 @@ def test_a_dollar_budget_refuses_a_child_model_it_has_no_price_for(run):
         responses=[{"tool_calls": [tool_call("task", description="job", subagent_type="w")]}], default="done")
     specs = [{"name": "w", "description": "worker", "model": child, "tools": [work], "max_turns": 30}]
     budget = Budget(max_usd=1.0, prices={"scripted": (1000.0, 1000.0)})
-    out = run(create_deep_agent(parent, subagents=specs, budget=budget), user("go"))
+    out = run(create_deep_agent(parent, subagents=specs, settings=DelegationSettings.of(budget=budget)), user("go"))
     (record,) = records(out)
     assert record["stop_reason"] == "budget" and "unpriced-model" in record["error"]
     assert child.calls == []

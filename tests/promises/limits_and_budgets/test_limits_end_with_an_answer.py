@@ -27,14 +27,14 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from deep_agent import create_deep_agent
+from deep_agent._testing import ScriptedChatModel, tool_call
 from deep_agent.cli._inspect import tasks_view
 from deep_agent.cli._live_view import TaskTree
 from deep_agent.cli._store import background_row, sync_row
-from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import Budget, SpecError, SubagentSpec
-from subagents.definitions._agent_files import AgentFileError, load_agent_file
 from subagents._metering import WRAP_UP_PROMPT, prompt_estimate
 from subagents._settings import DelegationSettings
+from subagents.definitions._agent_files import AgentFileError, load_agent_file
 
 ANSWER = "Found so far: fact A and fact B; fact C is still open."
 
@@ -65,8 +65,10 @@ LIMITS = {
     "max_turns": ({"max_turns": 3}, {}, "max_turns", "model calls (max_turns=3)"),
     "own tokens": ({"max_tokens": 3000}, {}, "budget", "tokens (3000)"),
     "own dollars": ({"max_budget_per_run": 0.003}, {"settings": DelegationSettings.of(prices=PRICES)}, "budget", "dollars ($0.003)"),
-    "shared tokens": ({}, {"budget": lambda: Budget(max_tokens=6000)}, "budget", "tokens (6000)"),
-    "shared dollars": ({}, {"budget": lambda: Budget(max_usd=0.006, prices=PRICES)}, "budget", "dollars ($0.006)"),
+    "shared tokens": ({}, {"settings": lambda: DelegationSettings.of(budget=Budget(max_tokens=6000))}, "budget",
+                      "tokens (6000)"),
+    "shared dollars": ({}, {"settings": lambda: DelegationSettings.of(budget=Budget(max_usd=0.006, prices=PRICES))},
+                       "budget", "dollars ($0.006)"),
     # 95% of timeout_s left starts the wrap-up: the first nap (1.2s) uses more than 5% of 20s.
     "time": ({"timeout_s": 20.0, "wrap_up": 0.95, "tools": ["nap"]}, {}, "timeout", "time (timeout_s=20)"),
 }
@@ -80,7 +82,7 @@ def looping_agent(limit: str, **options):
     spec = {"name": "looper", "description": "l", "tools": tools, "max_turns": 200, **fields}
     built = {k: v() if callable(v) else v for k, v in extra.items()}
     agent = create_deep_agent(model, [echo, nap], subagents=[spec], **built, **options)
-    return agent, model, built.get("budget")
+    return agent, model, built["settings"].limits.budget if "settings" in built else None
 
 
 def child_calls(model):
@@ -116,7 +118,8 @@ def test_parallel_children_on_a_shared_budget_each_keep_room_for_their_answer(ru
                                              "parent done"])],
                               default=loops_until_told())
     spec = {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 200}
-    out = run(create_deep_agent(model, [echo], subagents=[spec], budget=budget), user("go"), {"recursion_limit": 1000})
+    out = run(create_deep_agent(model, [echo], subagents=[spec],
+                                settings=DelegationSettings.of(budget=budget)), user("go"), {"recursion_limit": 1000})
     done = records(out)
     # A child that made a call held room for its wrap-up and answers with it. One that starts after the others
     # spent the budget (the order a loaded machine may pick) finds no room for a first call and its wrap-up:
@@ -159,7 +162,7 @@ def _crowded(run, budget: Budget, crowd, child: ScriptedChatModel | None = None)
     spec = {"name": "looper", "description": "l", "tools": ["crowded"], "max_turns": 200,
             **({"model": child} if child is not None else {})}
     agent = create_deep_agent(ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))], **loops),
-                              [crowded], subagents=[spec], budget=budget)
+                              [crowded], subagents=[spec], settings=DelegationSettings.of(budget=budget))
     (record,) = records(run(agent, user("go"), {"recursion_limit": 1000}))
     assert (record["status"], record["stop_reason"], record["result"]) == ("completed", "budget", ANSWER), (
         record["error"], record["model_calls"])
@@ -251,7 +254,8 @@ def test_one_childs_huge_prompt_refused_leaves_its_siblings_their_wrap_ups(run):
                                                                    for i in range(3)]}, "parent done"])],
                        default=reply)
     spec = {"name": "looper", "description": "l", "tools": ["look"], "max_turns": 200}
-    out = run(create_deep_agent(model, [look], subagents=[spec], budget=budget), user("go"),
+    out = run(create_deep_agent(model, [look], subagents=[spec],
+                                settings=DelegationSettings.of(budget=budget)), user("go"),
               {"recursion_limit": 1000})
     by_job = {r["description"]: r for r in records(out)}
     assert by_job["job 0"]["status"] == "error" and "~" in by_job["job 0"]["error"]  # its huge call: refused
@@ -267,8 +271,8 @@ def test_a_delegation_that_waited_for_its_place_while_the_budget_was_spent_is_re
                                                                    for i in range(2)]}, "parent done"])],
                        default=loops_until_told())
     spec = {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 200}
-    agent = create_deep_agent(model, [echo], subagents=[spec], budget=Budget(max_tokens=8000),
-    settings=DelegationSettings.of(max_concurrent_tasks=1))
+    agent = create_deep_agent(model, [echo], subagents=[spec],
+                              settings=DelegationSettings.of(budget=Budget(max_tokens=8000), max_concurrent_tasks=1))
     out = run(agent, user("go"), {"recursion_limit": 1000})
     first, second = sorted(records(out), key=lambda r: r["model_calls"], reverse=True)
     assert (first["status"], first["stop_reason"], first["result"]) == ("completed", "budget", ANSWER)
@@ -499,7 +503,8 @@ def test_the_childs_prompt_names_its_limits_from_its_second_call(run):
                                      ("look", [{"tool_calls": [tool_call("echo", x="once")]}, "an answer"])])
     spec = {"name": "looker", "description": "l", "tools": ["echo"], "max_turns": 5, "timeout_s": 60.0,
             "max_tokens": 9000}
-    out = run(create_deep_agent(model, [echo], subagents=[spec], budget=Budget(max_tokens=100_000)),
+    out = run(create_deep_agent(model, [echo], subagents=[spec],
+                                settings=DelegationSettings.of(budget=Budget(max_tokens=100_000))),
               user("go"), {"recursion_limit": 1000})
     first, second = [c for c in model.calls if any(m.text == "look" for m in c["messages"])]
     assert "Limits: " not in first["system"]  # the plan from the task alone, as without limits
@@ -657,7 +662,7 @@ def test_the_first_call_is_judged_as_it_is_sent_and_held(run, limit):
     child = ScriptedChatModel(default=loops_until_told("archive"), model_name="child-model")
     spec = {"name": "looper", "description": "l", "tools": ["archive"], "model": child, "max_turns": 200}
     parent = ScriptedChatModel(responses=parent_script(("loop", "looper")))
-    options = {"budget": Budget(max_tokens=10_000)} if limit.startswith("shared") else {}
+    options = {"settings": DelegationSettings.of(budget=Budget(max_tokens=10_000))} if limit.startswith("shared") else {}
     if not options:
         spec["max_tokens"] = 500
     out = run(create_deep_agent(parent, [archive], subagents=[spec], **options), user("go"),

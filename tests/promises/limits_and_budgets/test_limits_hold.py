@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
-
 import argparse
 import json
 import threading
 import time
 from typing import Any
 
+import pytest
 from helpers.background import NOTICE, notices, start
+from helpers.graphs import parent_script, records, tool_messages, user
 from langchain_core.messages import AIMessage
 from langchain_core.tools import StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from helpers.graphs import parent_script, records, tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents import Budget
@@ -55,7 +54,7 @@ def final_call_tokens(out: dict[str, Any]) -> int:
 def test_parallel_children_never_spend_past_the_dollar_budget(run):
     children, limit = 8, 1.0
     budget = Budget(max_usd=limit, prices=PRICES)
-    agent = create_deep_agent(looping_children(children), [echo], budget=budget)
+    agent = create_deep_agent(looping_children(children), [echo], settings=DelegationSettings.of(budget=budget))
     out = run(agent, user("go"), {"recursion_limit": 1000})
     assert {r["stop_reason"] for r in records(out)} == {"budget"}
     last = out["messages"][-1].usage_metadata
@@ -99,7 +98,7 @@ def test_parallel_children_never_spend_past_the_token_budget_counting_tool_schem
     budget = Budget(max_tokens=limit)
     model = looping_children(children)
     model = BillingModel(**{k: getattr(model, k) for k in ("rules", "default", "latency_s")})
-    agent = create_deep_agent(model, [echo, catalogue], budget=budget)
+    agent = create_deep_agent(model, [echo, catalogue], settings=DelegationSettings.of(budget=budget))
     out = run(agent, user("go"), {"recursion_limit": 1000})
     assert {r["stop_reason"] for r in records(out)} == {"budget"}
     assert budget.tokens - final_call_tokens(out) <= limit + children * LOOP_OUTPUT_TOKENS
@@ -111,7 +110,7 @@ def test_a_token_budget_learns_the_providers_token_count_from_reported_usage(run
     # A tokenizer far denser than four characters a token: one token a character.
     model = BillingModel(rules=[("go", parent_script(("loop", "general-purpose"))[:1] + ["parent done"])],
                          default={"tool_calls": [tool_call("echo", x="again")]}, chars_per_token=1)
-    agent = create_deep_agent(model, [echo], budget=budget)
+    agent = create_deep_agent(model, [echo], settings=DelegationSettings.of(budget=budget))
     out = run(agent, user("go"), {"recursion_limit": 1000})
     (record,) = records(out)
     assert record["stop_reason"] == "budget" and record["model_calls"] > 2

@@ -62,7 +62,9 @@ def test_a_shared_dollar_budget_stops_children_whose_replies_name_their_model_ot
     budget = Budget(max_usd=5.0, prices=PRICES)
     # Without a wrap-up, which would end the child while room for its last call is left (tested apart).
     out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
-                                subagents=specs, budget=budget, settings=DelegationSettings.of(wrap_up=False)), user("go"), {"recursion_limit": 1000})
+                                subagents=specs,
+                                settings=DelegationSettings.of(budget=budget, wrap_up=False)), user("go"),
+              {"recursion_limit": 1000})
     (record,) = records(out)
     assert record["stop_reason"] == "budget" and record["model_calls"] > 3
     assert record["priced_as"] == ["priced"] and record["cost_usd"] > 3.0
@@ -125,7 +127,8 @@ def test_a_child_on_a_model_named_like_a_priced_one_is_refused_under_a_dollar_li
     child = BillingModel(default="an answer", model_name="priced-pro")
     specs = [{"name": "w", "description": "worker", "model": child}]
     out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
-                                subagents=specs, budget=Budget(max_usd=1.0, prices=PRICES)), user("go"))
+                                subagents=specs,
+                                settings=DelegationSettings.of(budget=Budget(max_usd=1.0, prices=PRICES))), user("go"))
     (record,) = records(out)
     assert child.calls == [] and record["stop_reason"] == "budget" and "priced-pro" in record["error"]
 
@@ -137,7 +140,8 @@ def test_a_name_is_never_priced_as_another_model_that_shares_its_tag_or_its_rest
     child = BillingModel(default="an answer", model_name=sent)
     specs = [{"name": "w", "description": "worker", "model": child}]
     out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")), subagents=specs,
-                                budget=Budget(max_usd=1.0, prices={**PRICES, priced: (0.1, 0.1)})), user("go"))
+                                settings=DelegationSettings.of(
+                                    budget=Budget(max_usd=1.0, prices={**PRICES, priced: (0.1, 0.1)}))), user("go"))
     (record,) = records(out)
     assert child.calls == [] and record["stop_reason"] == "budget" and sent in record["error"]
 
@@ -175,7 +179,7 @@ def test_a_call_a_middleware_routes_to_another_model_is_priced_as_that_model_or_
     child = _NamedInParams(default="an answer", model_name="priced")
     specs = [{"name": "w", "description": "worker", "model": child, "middleware": [_Router(model=routed)]}]
     out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")), subagents=specs,
-                                budget=Budget(max_usd=10.0, prices=prices)), user("go"))
+                                settings=DelegationSettings.of(budget=Budget(max_usd=10.0, prices=prices))), user("go"))
     (record,) = records(out)
     if routed == "dear":
         ((billed_in, billed_out),) = child.billed
@@ -194,7 +198,9 @@ def test_a_call_whose_extra_body_names_its_model_is_priced_as_that_model(run, wh
     specs = [{"name": "w", "description": "worker", "model": child,
               "middleware": [_Router(extra_body=body)] if where == "router" else []}]
     out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")), subagents=specs,
-                                budget=Budget(max_usd=10.0, prices={**PRICES, "dear": (8000.0, 16000.0)})), user("go"))
+                                settings=DelegationSettings.of(
+                                    budget=Budget(max_usd=10.0, prices={**PRICES, "dear": (8000.0, 16000.0)}))),
+              user("go"))
     (record,) = records(out)
     ((billed_in, billed_out),) = child.billed
     assert record["priced_as"] == ["dear"]
@@ -217,7 +223,7 @@ def test_a_reply_name_only_refines_the_price_to_another_priced_name_of_the_same_
     specs = [{"name": "w", "description": "worker", "model": child}]
     budget = Budget(max_usd=10.0, prices=prices)
     out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
-                                subagents=specs, budget=budget), user("go"))
+                                subagents=specs, settings=DelegationSettings.of(budget=budget)), user("go"))
     (record,) = records(out)
     ((billed_in, billed_out),) = child.billed
     per_million = prices[charged_as]
@@ -275,11 +281,13 @@ def _run_path(run: Any, background: Any, path: str, name: str, budget: Budget) -
     if path != "background":
         options, watched = FOREGROUND_PATHS[path](name)
         parent = _parent(tool_call("task", description="job", subagent_type="w"))
-        out = run(create_deep_agent(parent, budget=budget, **options), user("go"), {"recursion_limit": 500})
+        options["settings"] = options.get("settings", DelegationSettings()).updated(budget=budget)
+        out = run(create_deep_agent(parent, **options), user("go"), {"recursion_limit": 500})
         return out, [parent, *watched]
     child = _looping(name)
     parent = _parent(tool_call("start_async_task", description="job", subagent_type="w"))
-    agent = create_agent(parent, [work], middleware=[background([_spec(model=child)], model=parent, budget=budget)])
+    agent = create_agent(parent, [work], middleware=[background([_spec(model=child)], model=parent,
+                                                                settings=DelegationSettings.of(budget=budget))])
     out = run(agent, user("go"))
     (task_id,) = started_ids(out["messages"])
     wait_for(lambda: background.status(task_id) in ("completed", "error"))
@@ -296,7 +304,8 @@ def test_under_a_dollar_limit_a_call_to_an_unpriced_model_is_refused_before_it_i
 
 def test_the_parents_own_call_to_an_unpriced_model_is_refused_and_its_run_ends_on_the_limit(run):
     parent = BillingModel(default="an answer", model_name="unpriced-model")
-    out = run(create_deep_agent(parent, budget=Budget(max_usd=1.0, prices=PRICES)), user("go"))
+    out = run(create_deep_agent(parent,
+                                settings=DelegationSettings.of(budget=Budget(max_usd=1.0, prices=PRICES))), user("go"))
     assert parent.calls == []
     assert stopped_by_limit(out["messages"][-1]) == "budget" and "unpriced-model" in out["messages"][-1].content
 
@@ -327,7 +336,8 @@ def test_usage_reported_as_nothing_is_charged_the_estimate_and_the_record_keeps_
               "system_prompt": "Work with care. " * 150}]  # every prompt is over 500 tokens
     budget = Budget(max_tokens=4000)
     out = run(create_deep_agent(_parent(tool_call("task", description="job", subagent_type="w")),
-                                subagents=specs, budget=budget), user("go"), {"recursion_limit": 1000})
+                                subagents=specs,
+                                settings=DelegationSettings.of(budget=budget)), user("go"), {"recursion_limit": 1000})
     (record,) = records(out)
     assert record["stop_reason"] == "budget" and record["model_calls"] < 25
     assert (record["input_tokens"], record["output_tokens"]) == (0, 0)
@@ -339,7 +349,8 @@ def test_a_background_task_record_keeps_what_was_reported_what_was_charged_and_t
     budget = Budget(max_usd=10.0, prices=PRICES)
     child = BillingModel(default="the child's answer " * 20, model_name="priced", usage="zero")
     parent = _parent(tool_call("start_async_task", description="job", subagent_type="w"))
-    agent = create_agent(parent, [work], middleware=[background([_spec(model=child)], model=parent, budget=budget)])
+    agent = create_agent(parent, [work], middleware=[background([_spec(model=child)], model=parent,
+                                                                settings=DelegationSettings.of(budget=budget))])
     (task_id,) = started_ids(run(agent, user("go"))["messages"])
     wait_for(lambda: background.status(task_id) == "completed")
     fields = background.task(task_id).fields
@@ -380,7 +391,7 @@ def _root_with_side_calls(side: BillingModel, budget: Budget) -> tuple[Any, list
     summariser = BillingModel(default="a summary", model_name=side.model_name)
     parent = _parent(tool_call("task", description="job", subagent_type="w"))
     agent = create_deep_agent(
-        parent, subagents=[_spec(model=child)], budget=budget,
+        parent, subagents=[_spec(model=child)], settings=DelegationSettings.of(budget=budget),
         middleware=[SummarizationMiddleware(model=summariser, trigger=("messages", 3), keep=("messages", 2)),
                     _SideCalls(side)])
     return agent, [parent, child, summariser, side]
@@ -400,8 +411,8 @@ def _plain_root_with_side_calls(side: BillingModel, budget: Budget) -> tuple[Sub
     child = BillingModel(default="child done", model_name="priced")
     summariser = BillingModel(default="a summary", model_name=side.model_name)
     parent = _parent(tool_call("task", description="job", subagent_type="w"))
-    delegation = SubAgentMiddleware([_spec(model=child)], model=parent, budget=budget,
-    settings=DelegationSettings.of(general_purpose=False))
+    delegation = SubAgentMiddleware([_spec(model=child)], model=parent,
+                                    settings=DelegationSettings.of(budget=budget, general_purpose=False))
     graph = create_agent(parent, middleware=[
         SummarizationMiddleware(model=summariser, trigger=("messages", 3), keep=("messages", 2)),
         _SideCalls(side), delegation])
@@ -420,7 +431,7 @@ def test_a_plain_create_agent_graph_counts_a_root_middlewares_own_calls_through_
 def test_a_plain_graph_run_without_the_meter_says_which_calls_its_budget_does_not_count(run):
     budget = Budget(max_tokens=10**9)
     _, graph, _ = _plain_root_with_side_calls(BillingModel(default="fine", model_name="priced"), budget)
-    with pytest.warns(UserWarning, match=r"SubAgentMiddleware\(budget=\.\.\.\).*metered\(graph\)"):
+    with pytest.warns(UserWarning, match=r"SubAgentMiddleware with a budget.*metered\(graph\)"):
         run(graph, user("go"))
 
 
@@ -447,8 +458,8 @@ def test_a_root_middlewares_call_once_the_budget_is_spent_is_counted_and_the_run
 def _one_child(budget: Budget, prices: dict[str, tuple[float, float]]) -> Any:
     child = BillingModel(default="child done", model_name="priced")
     return create_deep_agent(_parent(tool_call("task", description="x", subagent_type="c")), [],
-                             subagents=[{"name": "c", "description": "c", "model": child}], budget=budget,
-                             settings=DelegationSettings.of(prices=prices))
+                             subagents=[{"name": "c", "description": "c", "model": child}],
+                             settings=DelegationSettings.of(budget=budget, prices=prices))
 
 
 def test_a_model_priced_only_by_the_budget_is_priced_at_the_budgets_price(run):

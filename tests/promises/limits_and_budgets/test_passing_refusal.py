@@ -8,7 +8,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 
 from deep_agent import create_deep_agent
 from deep_agent._testing import ScriptedChatModel, tool_call
-from subagents import Budget
+from subagents import Budget, DelegationSettings
 from subagents._errors import BudgetExceeded
 
 
@@ -30,7 +30,7 @@ def test_a_child_whose_retry_got_through_a_passing_refusal_completes() -> None:
     child = ScriptedChatModel(responses=["The report, in full."])
     parent = ScriptedChatModel(responses=[
         {"tool_calls": [tool_call("task", description="Do X", subagent_type="w")]}, "Done."])
-    agent = create_deep_agent(model=parent, budget=budget, subagents=[{
+    agent = create_deep_agent(model=parent, settings=DelegationSettings.of(budget=budget), subagents=[{
         "name": "w", "description": "worker", "system_prompt": "work", "model": child, "tools": [],
         "middleware": [SiblingHoldsThenEnds()],
     }])

@@ -5,16 +5,15 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers.graphs import records, user
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
-from helpers.graphs import records, user
 from deep_agent import create_deep_agent
-from deep_agent.cli._live_view import TaskTree
 from deep_agent._testing import ScriptedChatModel, tool_call
-from subagents import Budget
-from subagents._metering import token_count
-from subagents._metering import TaskMeter
+from deep_agent.cli._live_view import TaskTree
+from subagents import Budget, DelegationSettings
+from subagents._metering import TaskMeter, token_count
 
 ANSWER = "A complete answer from the child, long enough to be kept as it is. " * 2
 
@@ -56,7 +55,7 @@ def _model(bad: object, who: str) -> HostileUsage:
 @pytest.mark.parametrize("bad", HOSTILE, ids=repr)
 def test_bad_counts_on_the_parents_own_calls_do_not_crash_it_nor_refund_the_budget(run, bad):
     budget = Budget(max_tokens=10**6)
-    out = run(create_deep_agent(_model(bad, "parent"), budget=budget), user("go"))
+    out = run(create_deep_agent(_model(bad, "parent"), settings=DelegationSettings.of(budget=budget)), user("go"))
     # A huge count spends the budget: the parent's next call is its last, and the limit says so after it.
     assert out["messages"][-1].content.startswith("parent done")
     assert 0 <= budget.tokens and not math.isnan(budget.usd)
@@ -67,7 +66,7 @@ def test_bad_counts_on_the_parents_own_calls_do_not_crash_it_nor_refund_the_budg
 @pytest.mark.parametrize("bad", HOSTILE, ids=repr)
 def test_bad_counts_on_a_childs_calls_keep_its_answer_and_never_go_negative(run, bad):
     budget = Budget(max_tokens=10**16)
-    out = run(create_deep_agent(_model(bad, "child"), budget=budget), user("go"))
+    out = run(create_deep_agent(_model(bad, "child"), settings=DelegationSettings.of(budget=budget)), user("go"))
     (record,) = records(out)
     assert record["status"] == "completed", record["error"]
     assert record["result"].startswith("A complete answer")

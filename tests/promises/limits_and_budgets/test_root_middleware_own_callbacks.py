@@ -91,8 +91,9 @@ def _agent(how: str, parent: BillingModel, side: BillingModel, budget: Budget,
            nesting: str = "retry") -> tuple[Any, _SummariserAndCritic]:
     critic = _SummariserAndCritic(side, nesting)
     if how == "deep":
-        return create_deep_agent(parent, [work], middleware=[critic], budget=budget), critic
-    delegation = SubAgentMiddleware([], budget=budget, settings=DelegationSettings.of(general_purpose=False))
+        return create_deep_agent(parent, [work], middleware=[critic],
+                                 settings=DelegationSettings.of(budget=budget)), critic
+    delegation = SubAgentMiddleware([], settings=DelegationSettings.of(budget=budget, general_purpose=False))
     return delegation.metered(create_agent(parent, [work], middleware=[critic, delegation])), critic
 
 
@@ -194,9 +195,9 @@ def test_a_root_middlewares_loop_of_calls_is_refused_within_the_limit_and_the_ru
     budget = Budget(max_tokens=20_000, prices=PRICES)
     sampler = _Sampler(side, catches)
     if how == "deep":
-        graph = create_deep_agent(parent, [work], middleware=[sampler], budget=budget)
+        graph = create_deep_agent(parent, [work], middleware=[sampler], settings=DelegationSettings.of(budget=budget))
     else:
-        delegation = SubAgentMiddleware([], budget=budget, settings=DelegationSettings.of(general_purpose=False))
+        delegation = SubAgentMiddleware([], settings=DelegationSettings.of(budget=budget, general_purpose=False))
         graph = delegation.metered(create_agent(parent, [work], middleware=[sampler, delegation]))
     out = _run(mode, graph)
     assert stopped_by_limit(out["messages"][-1]) == "budget" and 0 < len(side.billed) < 10

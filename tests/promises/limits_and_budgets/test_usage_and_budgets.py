@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from helpers.billing import BillingModel
+from helpers.graphs import records, tool_messages, user
 from langchain_core.tools import tool
 
 from deep_agent import create_deep_agent
 from deep_agent._testing import ScriptedChatModel, tool_call
-from helpers.billing import BillingModel
-from helpers.graphs import records, tool_messages, user
 from subagents import Budget, cost_of
 from subagents._outcome import stopped_by_limit
 from subagents._settings import DelegationSettings
@@ -85,7 +85,7 @@ def test_shared_budget_stops_running_children_then_the_parent_after_one_last_ans
     )
     # Refusals as they are without a wrap-up: with one, a child stops while room for its last call is left,
     # and the parent may get a call before the budget is spent (test_limits_end_with_an_answer.py).
-    agent = create_deep_agent(model, [echo], budget=budget, settings=DelegationSettings.of(wrap_up=False))
+    agent = create_deep_agent(model, [echo], settings=DelegationSettings.of(budget=budget, wrap_up=False))
     out = run(agent, user("go"), {"recursion_limit": 1000})
     msgs = tool_messages(out)
     assert len(msgs) == 3 and all(m.status == "error" for m in msgs)
@@ -119,7 +119,7 @@ def test_parallel_children_overshoot_a_shared_budget_by_at_most_one_call_each(ru
         default={"tool_calls": [tool_call("echo", x="again")]},
         latency_s=0.005,
     )
-    agent = create_deep_agent(model, [echo], budget=budget)
+    agent = create_deep_agent(model, [echo], settings=DelegationSettings.of(budget=budget))
     out = run(agent, user("go"), {"recursion_limit": 1000})
     assert {r["stop_reason"] for r in records(out)} == {"budget"}
     # Prompts are reserved before each call, so only outputs can pass the limit:
@@ -138,7 +138,8 @@ def test_a_childs_summariser_calls_count_against_the_shared_budget(run):
     )
     spec = {"name": "worker", "description": "w", "tools": ["echo"], "max_turns": 6,
             "condenser": {"trigger": ("tokens", 300), "keep": ("messages", 2)}}
-    out = run(create_deep_agent(model, [echo], subagents=[spec], budget=budget), user("go"),
+    out = run(create_deep_agent(model, [echo], subagents=[spec],
+                                settings=DelegationSettings.of(budget=budget)), user("go"),
               {"recursion_limit": 200})
     (record,) = records(out)
     summaries = [c for c in model.calls if any("summar" in m.text.lower() for m in c["messages"][:1])]

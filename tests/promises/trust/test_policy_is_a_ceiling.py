@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.graphs import tool_messages, user
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from helpers.graphs import tool_messages, user
 from deep_agent import create_deep_agent
 from deep_agent._testing import ScriptedChatModel, tool_call
 from subagents._settings import DelegationSettings
@@ -45,8 +45,9 @@ def build(folder: Path, file_mode: str, user_mode: str | None, child_tool: str) 
     )
     agent = create_deep_agent(
         model, [Bash, read_file],
-        permission_mode=user_mode, checkpointer=InMemorySaver(),
-        settings=DelegationSettings.of(agents_dirs=[folder], general_purpose=False, risky_tools={"Bash"}),
+        checkpointer=InMemorySaver(),
+        settings=DelegationSettings.of(permission_mode=user_mode, agents_dirs=[folder], general_purpose=False,
+                                       risky_tools={"Bash"}),
     )
     return agent, ran
 

@@ -12,12 +12,12 @@ import logging
 from typing import Any
 
 import pytest
+from helpers.graphs import echo, parent_script, records, tool_messages, user
 from langchain_core.callbacks import BaseCallbackHandler
 
 from deep_agent import create_deep_agent
 from deep_agent._testing import ScriptedChatModel, tool_call
-from helpers.graphs import echo, parent_script, records, tool_messages, user
-from subagents import Budget
+from subagents import Budget, DelegationSettings
 
 CALLBACK_LOGGER = "langchain_core.callbacks.manager"
 
@@ -44,7 +44,8 @@ def test_a_spent_budget_logs_no_callback_error(run: Any, caplog: pytest.LogCaptu
     # Enough for the child to start and loop a while: the meter stops it between two of its calls. The scripted
     # model's usage leaves out the tool schemas the estimate counts, so no ratio is learned from it: each call
     # holds 16x its estimate.
-    agent = create_deep_agent(_looping(("loop", "looper")), [echo], budget=Budget(max_tokens=5000), subagents=[
+    agent = create_deep_agent(_looping(("loop", "looper")), [echo],
+                              settings=DelegationSettings.of(budget=Budget(max_tokens=5000)), subagents=[
         {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 1000}])
     with caplog.at_level(logging.WARNING):
         out = run(agent, user("go"), {"recursion_limit": 2000})
