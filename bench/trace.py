@@ -35,9 +35,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("deep_agent", "middleware", "subagents")
-LEFT_OUT = frozenset({"deep_agent._testing", "subagents._exports"})
-"""The scripted chat model: a stand-in for the provider; the import hook naming errors' modules: not the
-delegation."""
+LEFT_OUT = frozenset({"deep_agent._testing"})
+"""The scripted chat model: a stand-in for the provider, not part of the delegation."""
 
 
 def _module_of(filename: str) -> str | None:

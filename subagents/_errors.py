@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 import yaml
 
+from subagents._exports import publish
+
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxtuple, _REPR.maxset = 3, 4, 6, 6, 6
 _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 60, 60, 40
@@ -46,6 +48,13 @@ def redact_url(text: str) -> str:
 
 class SubagentsError(Exception):
     """The base of every error the library raises (:class:`SubagentError`: a running delegation's)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        publish(cls)  # its package's exports are known: a package runs before its modules
+
+
+publish(SubagentsError)
 
 
 class SubagentsWarning(SubagentsError, UserWarning):

@@ -99,7 +99,7 @@ def connection_for(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """The ``langchain-mcp-adapters`` connection for one normalised server config."""
     if not config:
         raise SpecError(f"MCP server '{name}' is named but not defined; pass its config in "
-                        "create_deep_agent(mcp_servers=...) or give it in the agent file")
+                        "DelegationSettings.of(mcp_servers=...) or give it in the agent file")
     if "command" in config:
         connection: dict[str, Any] = {"transport": "stdio", "command": config["command"],
                                       "args": [str(a) for a in config.get("args", [])]}

@@ -21,7 +21,7 @@ from langchain_core.outputs import ChatGenerationChunk
 
 from deep_agent import create_deep_agent
 from deep_agent._testing import ScriptedChatModel, tool_call
-from subagents import Budget
+from subagents import Budget, DelegationSettings
 from subagents._metering import WRAP_UP_PROMPT, RunMeter, TaskMeter, call_price, cost_at, estimate_tokens
 
 PROMPTS = {"long": "x" * 40_000, "short": "y" * 400}  # ~10,000 and ~100 tokens
@@ -126,7 +126,7 @@ def test_a_call_cancelled_with_its_task_is_not_named_unsettled_one_left_running_
     budget = Budget(max_tokens=10**7)
     spec = {"name": "w", "description": "w", "model": child, "timeout_s": 1.0}
     try:
-        out = run(create_deep_agent(parent, [], subagents=[spec], budget=budget), user("go"))
+        out = run(create_deep_agent(parent, [], subagents=[spec], settings=DelegationSettings.of(budget=budget)), user("go"))
     finally:
         gate.set()
     (record,) = records(out)
@@ -151,7 +151,7 @@ def test_the_wrap_up_check_prices_a_call_as_its_hold_does(run):
     model = ScriptedChatModel(rules=[("go", parent_script(("loop", "looper")))], default=_loops_until_told)
     spec = {"name": "looper", "description": "l", "tools": ["echo"], "max_turns": 200}
     budget = Budget(max_usd=0.5, prices=SNAPSHOT_PRICES)  # the first call and its wrap-up, held at 40x, pass it
-    out = run(create_deep_agent(model, [echo], subagents=[spec], budget=budget), user("go"), {"recursion_limit": 1000})
+    out = run(create_deep_agent(model, [echo], subagents=[spec], settings=DelegationSettings.of(budget=budget)), user("go"), {"recursion_limit": 1000})
     (record,) = records(out)
     assert (record["status"], record["stop_reason"], record["partial"], record["result"]) == (
         "completed", "budget", True, ANSWER)
