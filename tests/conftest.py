@@ -11,6 +11,7 @@ server once. The markers of ``tests/integration/`` follow its folders
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +20,13 @@ from helpers.graphs import Runner
 from helpers.local_model import local_model  # noqa: F401 - registers the fixture
 from helpers.postgres import postgres_server, postgres_url  # noqa: F401 - registers the fixtures
 from helpers.server import langgraph_server, own_langgraph_server  # noqa: F401 - registers the fixtures
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A run started with Ctrl-C ignored (a script's background job: the shell ignores SIGINT there) tests Ctrl-C
+    # all the same: the tests press it in this process and in processes it starts, which inherit the ignoring.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

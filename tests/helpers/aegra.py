@@ -251,17 +251,18 @@ def aegra_served_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
                       postgres_server: PostgresServer) -> Iterator[tuple[AegraInstance, AegraInstance]]:
     """One aegra pair for the session, serving the aegra child's graphs and the project's own.
 
-    Shared by the files that only read and write through it (``test_aegra_pair.py``,
-    ``test_remote_same_deployment_on_aegra.py``; each test has threads of its own):
-    a pair's start is some 20 s of two aegra processes importing, paid once.
-    The fault tests, which kill and restart, start a pair of their own.
+    Shared by every aegra file (each test has threads of its own): a pair's start
+    is two aegra processes importing and a Postgres database migrated, paid once.
+    Its worker leases are short (:data:`QUICK_RECOVERY`) for the fault tests,
+    which kill an instance (and start it again) or restart the session's Postgres.
     """
     config = tmp_path_factory.mktemp("aegra-config") / "aegra.json"
     child = json.loads((CHILD_DIR / "aegra.json").read_text())["graphs"]
     graphs = {name: str(CHILD_DIR / where) for name, where in child.items()}
     graphs.update({name: f"{PROJECT_ROOT / 'deep_agent' / '_server_graphs.py'}:{name}" for name in PROJECT_GRAPHS})
     config.write_text(json.dumps({"graphs": graphs}))
-    with aegra_pair(venv_folder(request, tmp_path_factory), postgres_server, {"AEGRA_CONFIG": str(config)}) as pair:
+    settings = {**QUICK_RECOVERY, "AEGRA_CONFIG": str(config)}
+    with aegra_pair(venv_folder(request, tmp_path_factory), postgres_server, settings) as pair:
         yield pair
 
 

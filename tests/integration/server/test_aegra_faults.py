@@ -14,9 +14,10 @@ ledger) and completed empty. The faults:
 * the parent process killed in the middle of its step of starts, then
   resumed with ``invoke(None)``, or continued with a new user message.
 
-The pair runs with short worker leases (``helpers.aegra.QUICK_RECOVERY``) so
-a killed instance's runs are taken up in seconds, and on a Postgres cluster
-of its own (the one the test restarts). docs/production.md holds the figures.
+The pair is the session's (``helpers.aegra.aegra_served_pair``, on the
+session's Postgres, the one the test restarts), with short worker leases
+(``helpers.aegra.QUICK_RECOVERY``) so a killed instance's runs are taken up in
+seconds. docs/production.md holds the figures.
 """
 
 from __future__ import annotations
@@ -24,20 +25,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from helpers.aegra import QUICK_RECOVERY, AegraInstance, aegra_pair, venv_folder
+from helpers.aegra import AegraInstance
 from helpers.fault_servers import FaultProxy
 from helpers.graphs import user
 from helpers.killed_parent import agent_on, count, crash, harmless_die, server_threads, start_calls, stop_all
-from helpers.postgres import PostgresServer, running_postgres
+from helpers.postgres import PostgresServer
 
 from subagents.background._remote import RemoteSubagentSpec, RemoteTaskRunner
 from subagents._errors import ServerUnavailable
 
-pytestmark = [pytest.mark.postgres, pytest.mark.xdist_group("aegra-faults")]
 
 LIVE = ("pending", "running")
 SETTLE_S = 45  # a killed instance's runs come back after a 12 s lease and a 3 s reaper; margin for a loaded machine
@@ -46,11 +45,11 @@ TASKS = 6
 Pair = tuple[PostgresServer, AegraInstance, AegraInstance]
 
 
-@pytest.fixture(scope="module")
-def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    folder = venv_folder(request, tmp_path_factory)
-    with running_postgres() as postgres, aegra_pair(folder, postgres, QUICK_RECOVERY) as (a, b):
-        yield postgres, a, b
+@pytest.fixture
+def pair(postgres_server: PostgresServer, aegra_served_pair: tuple[AegraInstance, AegraInstance]) -> Pair:
+    """The session's pair (``helpers.aegra``) and its Postgres: each test leaves both running (an instance it
+    kills is started again), and reads the tasks of a parent of its own."""
+    return postgres_server, *aegra_served_pair
 
 
 def _spec(url: str, name: str = "child", **extra: Any) -> RemoteSubagentSpec:

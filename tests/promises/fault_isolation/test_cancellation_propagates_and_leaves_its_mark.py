@@ -39,9 +39,12 @@ def _ctrl_c_lands(text: str = "") -> None:
 
 
 def test_cancelling_ainvoke_propagates_and_marks_the_transcript(tmp_path):
+    entered = threading.Event()
+
     @tool
     async def hang(x: str) -> str:
         """Never returns in time."""
+        entered.set()
         await asyncio.sleep(5)
         return x
 
@@ -53,7 +56,10 @@ def test_cancelling_ainvoke_propagates_and_marks_the_transcript(tmp_path):
 
     async def main() -> None:
         running = asyncio.ensure_future(agent.ainvoke(_user(), {"configurable": {"thread_id": "c"}}))
-        await asyncio.sleep(0.3)
+        for _ in range(6000):  # until a child's tool runs (a fixed 0.3 s was too short on a busy machine)
+            if entered.is_set():
+                break
+            await asyncio.sleep(0.01)
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running

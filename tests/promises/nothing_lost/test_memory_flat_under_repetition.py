@@ -26,10 +26,11 @@ from subagents import get_transcript
 from subagents._settings import DelegationSettings
 
 MIB = 1024 * 1024
-RUNS = 250
-# Hex of random bytes: zlib keeps about half of it, so each transcript costs about 9 KB in the table: the
-# 1 MiB bound is passed after some 115 runs, and all 250 kept (the old bound) come to about 2.5 MB.
-_REPORT = "report: " + random.Random(7).randbytes(8192).hex()
+RUNS = 125
+# Hex of random bytes: zlib keeps about half of it, so each transcript costs about 18 KB in the table: the
+# 1 MiB bound is passed after some 58 runs, and all 125 kept (the old bound) come to about 2.5 MB. Few big
+# transcripts, not many small ones: a delegation under tracemalloc costs far more than its bytes.
+_REPORT = "report: " + random.Random(7).randbytes(16384).hex()
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def test_repeated_delegations_keep_no_more_than_the_tables_small_bound(table: tr
     finally:
         tracemalloc.stop()
     # The table's bound plus half of it for everything else (the last run's state held here included);
-    # before, these 250 delegations kept about 2.5 MB.
+    # before, these 125 delegations kept about 2.5 MB.
     assert kept <= 1.5 * MIB, f"{RUNS} delegations kept {kept / MIB:.2f} MiB"
     assert len(table) < RUNS, "the table never dropped a transcript: the test measured nothing"
     # The newest transcript reads back whole; the first one was pushed out and says where to keep them all.
