@@ -294,22 +294,24 @@ def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
     """The command text a simple command runs beside its own words, each once a folder (see
     :func:`simple_commands`): a script, and what a runner reads (:data:`_RUNNERS`). A folder whose files it may run
     by a name the reader does not see is held whole: a shell's given a computed script with no folder of its own
-    (``sh "$1"``, ``sh *.sh``, ``find -exec sh {}``, ``xargs sh``), a runner's that runs a folder. A shell reading
-    stdin may run any file a word of the text names: each is read as a script there."""
+    (``sh "$1"``, ``sh *.sh``, ``find -exec sh {}``), a runner's that runs a folder. An interpreter whose code it
+    cannot see (no script: stdin, ``xargs sh``; ``python3 -m "$1"``) may run any file a word of the text names: each
+    is read as a script there; a shell's, any folder a word names, whole (``ls tools | xargs sh``)."""
     out: list[str] = []
-    stdin = False
+    unseen, stdin = any(module == "*" for _, _, module in starts(command, cwd)), False
     shell = ""  # after a shell, `.` or `source`: its first operand is a script ("s"), after -c a command ("c")
     whole = set()
     verb = next((n for n, word in enumerate(command) if not _ASSIGNMENT.match(word)), 0)
     runner = next((n for n, word in enumerate(command) if _name(word) in _RUNNERS), len(command))
+    reads = _RUNNERS.get(_name(command[runner]) if runner < len(command) else "", ())
     if runner < len(command):  # from its folder (npm --prefix sub, make -C sub: any folder a word names too)
         args = command[runner + 1:]
         given = [m for w in args if (m := _resolved(cwd / w.rpartition("=")[2])) and os.path.isdir(m)]
-        if (reads := _RUNNERS[_name(command[runner])]) == ("",):  # ruby x.rb, run-parts d: the folder, whole
+        if reads == ("",):  # ruby x.rb, run-parts d: the folder, whole
             script = next((w for w in args if not w.startswith("-")), "")
             own = _resolved(cwd / script) or cwd
             whole.update(given + [own.parent][:bool(Path(script).suffix) and not os.path.isdir(own)] or [cwd])
-        out += [w for folder in [cwd, *given] for name in reads if name
+        out += [w for folder in [cwd, *given] for name in reads if name[:1] not in ("", "-")
                 for w in ("(", _AT, str(folder), ";", str(folder / name), ")", ";")]
     for n, word in enumerate(command):
         if any(c.isspace() for c in word) and (inner := shell_words(word)) != [word]:  # sh -c '...', alias r='...'
@@ -321,7 +323,8 @@ def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
         computed = _COMPUTED.search(word) if shell and not word.startswith("-") else None
         if computed and "/" not in word[:computed.start()] and not any(c.isspace() for c in word):
             whole.add(cwd)  # sh "$f": no folder of its own (sh tools/*.sh: tools, as command_files says)
-        if path is not None and text and (n in (verb, runner) or n > runner or shell or text.startswith("#!")):
+        given_file = n > runner and command[n - 1] in reads  # make -f x.mk
+        if path is not None and text and (n == verb or given_file or shell or text.startswith("#!")):
             read.add((path, key[1]))
             first = text.partition("\n")[0]
             interpreter = shell_words(first[2:]) if first.startswith("#!") and not sourced else []
@@ -333,19 +336,20 @@ def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
             body = shell_words(script_text(text)) if shell_script else []
             out += [*body, ";"] if sourced else ["(", _AT, str(cwd), ";", *interpreter, str(path), ";", *body, ")",
                                                  ";"]
-        is_shell = not word.startswith("-") and (word in (".", "source") or bool(_SHELL.fullmatch(_name(word))))
+        is_shell = not word.startswith("-") and (bool(_SHELL.fullmatch(_name(word))) or (  # not `ruff check .`
+            word in (".", "source") and (n == verb or command[n - 1] in _PREFIXES)))
         shell = "s" if is_shell else "c" if shell and re.fullmatch(r"-\w*c\w*", word) else shell * word.startswith("-")
-        if shell == "s" and n == len(command) - 1:  # no script (nor -c): xargs sh's are computed; else stdin
-            whole |= {cwd} if n > verb else set()
-            stdin = n == verb
-    for folder in sorted(f for f in whole if (f, f) not in read):  # once a folder
-        read.add((folder, folder))
+        stdin |= shell == "s" and n == len(command) - 1  # no script (nor -c): stdin, or what xargs passes
+    for folder in sorted(f for f in whole if (f, Path(WHOLE)) not in read):  # once a folder (a relative mark: no file)
+        read.add((folder, Path(WHOLE)))
         out += ["(", _AT, str(folder), ";", WHOLE, ")", ";"]
-    if not stdin or (cwd, top) in read:  # a folder is no file read: its mark that the text was, once
+    if not (unseen or stdin) or (cwd, Path(str(stdin))) in read:  # once a folder
         return out
-    read.add((cwd, top))
-    files = [w for w in sorted(named) if (p := _resolved(cwd / w)) and top in p.parents and os.path.isfile(p)]
-    return [*out, "(", _AT, str(cwd), ";", *(part for w in files for part in (w, ";")), ")", ";"]
+    read.add((cwd, Path(str(stdin))))
+    paths = {w: p for w in sorted(named) if (p := _resolved(cwd / w)) and top in p.parents}
+    return [*out, "(", _AT, str(cwd), ";", *(part for w, p in paths.items() if p.is_file() for part in (w, ";")),
+            *(part for p in paths.values() if stdin and p.is_dir() for part in ("(", _AT, str(p), ";", WHOLE, ")")),
+            ")", ";"]
 
 
 def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
@@ -412,12 +416,12 @@ _SHELL = re.compile(r"(ba|da|z|k)?sh")
 _SUFFIXES = tuple(importlib.machinery.all_suffixes())
 _NODE = frozenset({"node", "npx", "npm", "pnpm", "pnpx", "yarn", "bunx", "bun"})  # each runs node_modules' code
 _RUNNERS = {**dict.fromkeys(_NODE - {"node"}, ("package.json", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs")),
-           **dict.fromkeys(("make", "gmake"), ("Makefile", "makefile", "GNUmakefile")),
-           "just": ("justfile", "Justfile", ".justfile"), "ssh": (),
+           **dict.fromkeys(("make", "gmake"), ("Makefile", "makefile", "GNUmakefile", "-f")),
+           "just": ("justfile", "Justfile", ".justfile", "-f", "--justfile"), "ssh": ("-F",),
            **dict.fromkeys(("node", "ruby", "perl", "deno", "run-parts"), ("",))}
-"""A runner -> the files of each folder it runs from that it reads, each read as a script (every file a word after it
-names too: ``make -f x.mk``, ``ssh -F cfg``); ``""``: a language the reader does not parse, or a folder run whole: its
-script's folder (or the folder it is given) is held whole."""
+"""A runner -> the files of each folder it runs from that it reads, and the options whose file it reads (``make -f
+x.mk``, ``ssh -F cfg``), each read as a script; ``""``: a language the reader does not parse, or a folder run whole:
+its script's folder (or the folder it is given) is held whole."""
 
 
 def _name(word: str) -> str:
