@@ -347,9 +347,9 @@ def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
         return out
     read.add((cwd, Path(str(stdin))))
     paths = {w: p for w in sorted(named) if (p := _resolved(cwd / w)) and top in p.parents}
-    return [*out, "(", _AT, str(cwd), ";", *(part for w, p in paths.items() if p.is_file() for part in (w, ";")),
-            *(part for p in paths.values() if stdin and p.is_dir() for part in ("(", _AT, str(p), ";", WHOLE, ")")),
-            ")", ";"]
+    files = [part for w, p in paths.items() if os.path.isfile(p) for part in (w, ";")]
+    folders = [w for p in paths.values() if stdin and os.path.isdir(p) for w in ("(", _AT, str(p), ";", WHOLE, ")")]
+    return [*out, "(", _AT, str(cwd), ";", *files, *folders, ")", ";"]
 
 
 def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
