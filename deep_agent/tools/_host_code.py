@@ -153,7 +153,8 @@ def files_run_by(spec: Any, folder: Path, *, outside: bool = False) -> list[Path
 def command_files(words: list[str], base: Path, root: Path | None, *, folders: bool = False) -> set[Path]:
     """What a shell command's ``words`` name from ``base``, as docs/cli.md says (an existing file, or one to come if
     the word holds a ``/`` or is a program's first argument with a suffix; a folder only in a ``NAME=value`` word,
-    or any with ``folders``); in a python's start folder, each existing module any word of the texts read names."""
+    or any with ``folders``; the folder a computed name is computed in, whole); in a python's start folder, each
+    existing module any word of the texts read names."""
     found: set[Path] = set()
     commands = list(simple_commands(words, base))
     said = {name for command, _ in commands for word in command if "/" not in word  # a path's parts name no module
@@ -165,7 +166,11 @@ def command_files(words: list[str], base: Path, root: Path | None, *, folders: b
         program = [word for word in command if not _ASSIGNMENT.match(word)][:1]  # `bash guard.sh`: its next word
         for n, word in enumerate(command):
             parts = [part for part in WORD_PARTS.split(word) if part]
-            env = _ASSIGNMENT.match(word) is not None  # PYTHONPATH=./lib cmd: an env entry, folders too
+            env = _KEY.match(word) is not None  # PYTHONPATH=./lib cmd, git -c core.hooksPath=x: folders too
+            # tools/*.sh, tools/{a,b}.sh, ${V:-tools/x.sh}, open('tools/x.py'): the folder the name is computed in.
+            found.update(p for part in _LITERAL.findall(word) if _COMPUTED.search(word) and "/" in part
+                         if (p := _inside(part if part.endswith("/") else os.path.dirname(part), cwd, root,
+                                          folders=True, named=True)))
             script = n > 0 and command[n - 1:n] == program and bool(Path(word).suffix)  # missing yet or not
             found.update(p for part in (parts if len(parts) > 1 else [word])  # PYTHONSTARTUP=x.py: a file to come
                          if (p := _inside(part, cwd, root, folders=env or folders,
@@ -279,7 +284,7 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
         command = []
 
 
-_SCRIPT_DIR = re.compile(r"\"?(\$\(\s*dirname\s+\"?\$\{?0\}?\"?\s*\)|`dirname\s+\"?\$0\"?`)\"?")
+_SCRIPT_DIR = re.compile(r"\$\(\s*dirname\s+(--\s+)?\"?\$\{?0\}?\"?\s*\)|`dirname\s+(--\s+)?\"?\$0\"?`")
 _IMPORTS = re.compile(r"(?:^|[;\s])(?:from|import)\s+([A-Za-z_]\w*)")
 _AT = f"\x00in-{secrets.token_hex(16)}"  # unguessable: no text a checkout holds can move the reader's folder
 _PREFIXES = frozenset({"then", "else", "elif", "do", "if", "while", "until", "command", "builtin", "time"})
@@ -287,24 +292,39 @@ _PREFIXES = frozenset({"then", "else", "elif", "do", "if", "while", "until", "co
 
 def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]], named: set[str]) -> list[str]:
     """The command text a simple command runs beside its own words, each once a folder (see
-    :func:`simple_commands`), and the ``package.json`` of each folder a package runner runs from. An interpreter
-    whose code it cannot see (no script: stdin, ``xargs sh``; ``sh "$1"``, ``python3 -m "$1"``) may run any
-    file a word of the text names: each is read as a script there."""
+    :func:`simple_commands`): a script, and what a runner reads (:data:`_RUNNERS`). A folder whose files it may run
+    by a name the reader does not see is held whole: a shell's given a computed script with no folder of its own
+    (``sh "$1"``, ``sh *.sh``, ``find -exec sh {}``), a runner's that runs a folder. An interpreter whose code it
+    cannot see (no script: stdin, ``xargs sh``; ``python3 -m "$1"``) may run any file a word of the text names: each
+    is read as a script there; a shell's, any folder a word names, whole (``ls tools | xargs sh``)."""
     out: list[str] = []
-    shell = False  # after a shell, `.` or `source`: its first operand is a script
-    starting = list(starts(command, cwd))
-    unseen = any(module == "*" for _, _, module in starting)
+    unseen, stdin = any(module == "*" for _, _, module in starts(command, cwd)), False
+    shell = ""  # after a shell, `.` or `source`: its first operand is a script ("s"), after -c a command ("c")
+    whole = set()
     verb = next((n for n, word in enumerate(command) if not _ASSIGNMENT.match(word)), 0)
-    words = [*command, *(str(f / "package.json") for kind, f, _ in starting if kind == "node")]
-    for n, word in enumerate(words):
+    runner = next((n for n, word in enumerate(command) if _name(word) in _RUNNERS), len(command))
+    reads = _RUNNERS.get(_name(command[runner]) if runner < len(command) else "", ())
+    if runner < len(command):  # from its folder (npm --prefix sub, make -C sub: any folder a word names too)
+        args = command[runner + 1:]
+        given = [m for w in args if (m := _resolved(cwd / w.rpartition("=")[2])) and os.path.isdir(m)]
+        if reads == ("",):  # ruby x.rb, run-parts d: the folder, whole
+            script = next((w for w in args if not w.startswith("-")), "")
+            own = _resolved(cwd / script) or cwd
+            whole.update(given + [own.parent][:bool(Path(script).suffix) and not os.path.isdir(own)] or [cwd])
+        out += [w for folder in [cwd, *given] for name in reads if name[:1] not in ("", "-")
+                for w in ("(", _AT, str(folder), ";", str(folder / name), ")", ";")]
+    for n, word in enumerate(command):
         if any(c.isspace() for c in word) and (inner := shell_words(word)) != [word]:  # sh -c '...', alias r='...'
             out += ["(", _AT, str(cwd), ";", *inner, ")", ";"]
         path = _resolved(cwd / word) if not word.startswith("-") else None
-        sourced = shell and words[n - 1] in (".", "source")
+        sourced = shell and command[n - 1] in (".", "source")
         key = (path, top if sourced else cwd)  # a sourced one is read in place once: for every folder at once
         text = read_text(path) if path and top in path.parents and key not in read else ""
-        unseen |= shell and not word.startswith("-") and bool({"$", "`"} & set(word))
-        if path is not None and text and (n == verb or n >= len(command) or shell or text.startswith("#!")):
+        computed = _COMPUTED.search(word) if shell and not word.startswith("-") else None
+        if computed and "/" not in word[:computed.start()] and not any(c.isspace() for c in word):
+            whole.add(cwd)  # sh "$f": no folder of its own (sh tools/*.sh: tools, as command_files says)
+        given_file = n > runner and command[n - 1] in reads  # make -f x.mk
+        if path is not None and text and (n == verb or given_file or shell or text.startswith("#!")):
             read.add((path, key[1]))
             first = text.partition("\n")[0]
             interpreter = shell_words(first[2:]) if first.startswith("#!") and not sourced else []
@@ -314,16 +334,22 @@ def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
             if not sourced:  # cd "$(dirname "$0")": its own folder
                 text = _SCRIPT_DIR.sub(shlex.quote(str(path.parent)), text)
             body = shell_words(script_text(text)) if shell_script else []
-            out += [*body, ";"] if sourced else ["(", _AT, str(path.parent if json else cwd), ";", *interpreter,
-                                                 str(path), ";", *body, ")", ";"]
-        shell = (not word.startswith("-") and (word in (".", "source") or bool(_SHELL.fullmatch(_name(word))))) or (
-            shell and word.startswith("-"))
-        unseen |= shell and n == len(command) - 1  # a shell given no script reads one from stdin
-    if not unseen or (cwd, cwd) in read:  # a folder is no file read: its mark that the text was, once
+            out += [*body, ";"] if sourced else ["(", _AT, str(cwd), ";", *interpreter, str(path), ";", *body, ")",
+                                                 ";"]
+        is_shell = not word.startswith("-") and (bool(_SHELL.fullmatch(_name(word))) or (  # not `ruff check .`
+            word in (".", "source") and (n == verb or command[n - 1] in _PREFIXES)))
+        shell = "s" if is_shell else "c" if shell and re.fullmatch(r"-\w*c\w*", word) else shell * word.startswith("-")
+        stdin |= shell == "s" and n == len(command) - 1  # no script (nor -c): stdin, or what xargs passes
+    for folder in sorted(f for f in whole if (f, Path(WHOLE)) not in read):  # once a folder (a relative mark: no file)
+        read.add((folder, Path(WHOLE)))
+        out += ["(", _AT, str(folder), ";", WHOLE, ")", ";"]
+    if not (unseen or stdin) or (cwd, Path(str(stdin))) in read:  # once a folder
         return out
-    read.add((cwd, cwd))
-    files = [w for w in sorted(named) if (p := _resolved(cwd / w)) and top in p.parents and os.path.isfile(p)]
-    return [*out, "(", _AT, str(cwd), ";", *(part for w in files for part in (w, ";")), ")", ";"]
+    read.add((cwd, Path(str(stdin))))
+    paths = {w: p for w in sorted(named) if (p := _resolved(cwd / w)) and top in p.parents}
+    files = [part for w, p in paths.items() if os.path.isfile(p) for part in (w, ";")]
+    folders = [w for p in paths.values() if stdin and os.path.isdir(p) for w in ("(", _AT, str(p), ";", WHOLE, ")")]
+    return [*out, "(", _AT, str(cwd), ";", *files, *folders, ")", ";"]
 
 
 def starts(command: list[str], cwd: Path) -> Iterator[tuple[str, Path, str]]:
@@ -389,6 +415,13 @@ _PYTHON = re.compile(r"(\w*_)?(python|pypy)[0-9.]*(-dbg)?", re.IGNORECASE)  # "$
 _SHELL = re.compile(r"(ba|da|z|k)?sh")
 _SUFFIXES = tuple(importlib.machinery.all_suffixes())
 _NODE = frozenset({"node", "npx", "npm", "pnpm", "pnpx", "yarn", "bunx", "bun"})  # each runs node_modules' code
+_RUNNERS = {**dict.fromkeys(_NODE - {"node"}, ("package.json", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs")),
+           **dict.fromkeys(("make", "gmake"), ("Makefile", "makefile", "GNUmakefile", "-f")),
+           "just": ("justfile", "Justfile", ".justfile", "-f", "--justfile"), "ssh": ("-F",),
+           **dict.fromkeys(("node", "ruby", "perl", "deno", "run-parts"), ("",))}
+"""A runner -> the files of each folder it runs from that it reads, and the options whose file it reads (``make -f
+x.mk``, ``ssh -F cfg``), each read as a script; ``""``: a language the reader does not parse, or a folder run whole:
+its script's folder (or the folder it is given) is held whole."""
 
 
 def _name(word: str) -> str:
@@ -405,6 +438,9 @@ _OPERATORS = frozenset({"&&", "||", ";", ";;", "|", "&", "|&", "(", ")", "!", "{
 _REDIRECTIONS = frozenset({"<", ">", ">>", "<<", "<&", ">&", "&>"})
 _FILE = re.compile(r"\w\.[A-Za-z]\w*$")  # a name with a suffix: x.py, .envrc.local
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_KEY = re.compile(r"[A-Za-z_][\w.-]*=")  # a variable's, or a config key's value (git -c core.hooksPath=x)
+_COMPUTED = re.compile(r"[$`*?\[{(]")  # a name the reader does not evaluate: an expansion, a glob, another language's
+_LITERAL = re.compile(r"[\w./~@%+][\w./~@%+-]*")  # the literal runs of such a word
 _PWD = re.compile(r"\$\{?PWD\}?|\$\(pwd\)")  # the shell's own folder, as a word names it
 _TOP = re.compile(r"\$\(git rev-parse --show-toplevel\)")
 _VARIABLE = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")

@@ -210,9 +210,11 @@ class Protected:
             raise ProtectedPath(path, reason)
 
     def inside(self, root: Path) -> list[Path]:
-        """The protected paths in ``root`` but the :attr:`watched` ones, shortest first."""
+        """The protected paths in ``root`` but the :attr:`watched` ones and those inside another, shortest first (a
+        folder on the way to one is bound writable: never inside one held whole, the workspace's top too)."""
         paths, watched = self._found[:2]
-        return sorted((p for p in paths if p not in watched and (p == root or root in p.parents)),
+        held = {p for p in paths if p not in watched}
+        return sorted((p for p in held if (p == root or root in p.parents) and held.isdisjoint(p.parents)),
                       key=lambda p: len(p.parts))
 
 

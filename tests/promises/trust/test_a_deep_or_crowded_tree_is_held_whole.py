@@ -83,3 +83,16 @@ def test_a_tree_past_what_bubblewrap_binds_runs_no_command(runner, monkeypatch):
     said = runner.in_a_process(lambda: _run(runner.ws, "touch ran"))
     assert said.startswith("refused:") and "than bubblewrap can bind" in said, said
     assert not (runner.ws / "ran").exists()
+
+
+def test_a_workspace_held_whole_binds_nothing_writable_inside(runner):
+    """A text that may run any file of the working tree (``for f in tools/*.sh; do sh "$f"; done``) holds it whole;
+    a path inside it held as well was bound with each folder on its way writable. Before: ``tools/b.sh`` beside a
+    held ``tools/a.sh`` could be written in a workspace held whole."""
+    ws = runner.ws
+    (ws / "tools").mkdir()
+    (ws / "tools" / "a.sh").write_text("true\n")
+    runner.chown(ws)
+    out = runner.run("echo evil > tools/b.sh; echo done",
+                     protected=Protected({ws: "held whole", ws / "tools" / "a.sh": "a script"}, ws))
+    assert "done" in out and not (ws / "tools" / "b.sh").exists(), out

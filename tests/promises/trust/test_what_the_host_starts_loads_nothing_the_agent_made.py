@@ -163,6 +163,40 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\nsh scripts/each.sh\n", "app/a.py": "x\n", "api/a.py": "x\n",
           "scripts/each.sh": 'for d in app api; do (cd "$d" && python3 -m mytool); done\n'}, "api/mytool.py"),
     ({}, {".git/hooks/pre-commit": "#!/bin/sh\nV=`python3 -m mytool`\n"}, "mytool.py"),
+    # A name computed at run time (found by a review): the folder it is computed in is held whole; a folder a
+    # command runs, whole; a value git takes on its command line; what a runner reads in its folder (read as its
+    # scripts), and the folder of a script in a language the reader does not parse.
+    *((({}, {".git/hooks/pre-commit": f"#!/bin/sh\n{hook}\n", "tools/a.sh": "echo a\n", **files}, planted)
+       for hook, files, planted in [
+        ("sh tools/*.sh", {}, "tools/b.sh"),
+        ('for f in tools/*.sh; do sh "$f"; done', {}, "tools/b.sh"),
+        ("sh tools/{a,b}.sh", {}, "tools/b.sh"),
+        ('sh "${V:-tools/x.sh}"', {}, "tools/x.sh"),
+        ("sh tools/$(uname).sh", {}, "tools/Linux.sh"),
+        ("find tools -name '*.sh' -exec sh {} \\;", {}, "tools/b.sh"),
+        ("run-parts tools/hooks.d", {"tools/hooks.d/README": "x\n"}, "tools/hooks.d/10-check"),
+        ("ls tools | xargs -n1 sh", {}, "tools/b.sh"),
+        ("python3 -c \"exec(open('tools/x.py').read())\"", {"tools/x.py": "print(1)\n"}, "tools/x.py"),
+        ("git -c core.hooksPath=tools/hooks commit -q", {"tools/hooks/README": "x\n"}, "tools/hooks/pre-commit"),
+        ("git -c core.fsmonitor=fsmon.sh status", {}, "fsmon.sh"),
+        ("git -c include.path=extra.cfg log", {}, "extra.cfg"),
+        ("npm test", {"package.json": "{}\n"}, ".npmrc"),
+        ("npm run lint", {"package.json": "{}\n", ".npmrc": "script-shell=./x.sh\n"}, "x.sh"),
+        ("yarn lint", {".yarnrc.yml": "yarnPath: .yarn/releases/yarn.cjs\n"}, ".yarn/releases/yarn.cjs"),
+        ("yarn lint", {".yarnrc": 'yarn-path ".yarn/yarn.js"\n'}, ".yarn/yarn.js"),
+        ("pnpm install", {}, ".pnpmfile.cjs"),
+        ("ssh -F tools/ssh.cfg host true", {"tools/ssh.cfg": "Host *\n  ProxyCommand sh tools/proxy.sh %h\n",
+                                             "tools/proxy.sh": "nc $1 22\n"}, "tools/proxy.sh"),
+        ("ruby tools/a.rb", {"tools/a.rb": "require './tools/b'\n", "tools/b.rb": "x\n"}, "tools/b.rb"),
+        ("node tools/a.js", {"tools/a.js": "require('./b.js')\n", "tools/b.js": "x\n"}, "tools/b.js"),
+        ("make lint", {"Makefile": "lint:\n\tsh tools/lint.sh\n", "tools/lint.sh": "true\n"}, "tools/lint.sh"),
+        ("make lint", {}, "Makefile"),
+        ("make -C sub lint", {"sub/a.c": "x\n"}, "sub/Makefile"),
+        ("make -f build.mk", {"build.mk": "all:\n\tsh tools/b.sh\n", "tools/b.sh": "true\n"}, "tools/b.sh"),
+        ("just lint", {"justfile": "lint:\n    sh tools/j.sh\n", "tools/j.sh": "true\n"}, "tools/j.sh"),
+        ("just lint", {}, "justfile")])),
+    ({"alias.ci": "!git -c core.hooksPath=tools/hooks commit"}, {"tools/hooks/README": "x\n"},
+     "tools/hooks/pre-commit"),
 ]
 
 
@@ -199,6 +233,17 @@ def test_a_folder_a_hook_or_a_config_command_works_on_stays_writable(runner):
                             "tests/test_app.py": "y\n"})
     assert protected.why(ws / "src" / "app.py") is None and protected.why(ws / "tests" / "test_app.py") is None
     assert protected.why(ws / ".git" / "hooks" / "pre-commit") is not None
+
+
+@pytest.mark.parametrize("hook", [PRE_COMMIT, HOOK_LOOP, "#!/bin/sh\nruff check src tests\npytest tests\n",
+                                  '#!/usr/bin/env sh\n. "$(dirname -- "$0")/_/husky.sh"\nnpx lint-staged\n'],
+                         ids=["pre-commit", "loop", "ruff-pytest", "husky"])
+def test_a_common_hooks_computed_words_leave_the_tree_writable(runner, hook):
+    """A computed name holds the folder it is computed in whole; the common hooks' (``"${ARGS[@]}"``, ``"$f"``
+    given to a python module, husky's ``$(dirname -- "$0")``) name no script, so the working tree stays the work."""
+    ws = runner.ws
+    protected = repository(runner, {}, {".git/hooks/pre-commit": hook, "src/app.py": "x\n", "tests/t.py": "y\n"})
+    assert protected.why(ws / "src" / "app.py") is None and protected.why(ws / "tests" / "t.py") is None
 
 
 MARKER = "print('PLANTED-ON-THE-HOST')\nraise SystemExit\n"
