@@ -39,7 +39,7 @@ def lazy_exports(package: str, where: Mapping[str, str] | None = None) -> Callab
         setattr(module, "__all__", sorted(where))  # noqa: B010 - a module attribute mypy does not know
     for name, source in where.items():
         _EXPORTED.setdefault(source, {}).setdefault(name, package)
-        error = getattr(sys.modules.get(source), name, None)  # made before this package was loaded
+        error = vars(sys.modules[source]).get(name) if source in sys.modules else None  # made before, not loaded now
         if isinstance(error, type) and issubclass(error, BaseException):
             publish(error)
 
