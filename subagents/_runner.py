@@ -408,6 +408,7 @@ class Delegation:
     begun: bool = False  # past the concurrency cap
     given: dict[str, Any] = dataclasses.field(default_factory=dict)  # the child's own copies (ChildInput)
     prepare: Callable[[], ChildInput] | None = None  # makes inputs and given (own_input)
+    in_place: bool = False  # nothing to copy or read for its input: made on the event loop's thread too
     slot: Slot = NO_CAP  # its place under the cap, shared by whatever still works for it
     # Across approval pauses: earlier segments' work time, the pauses, and the run time timeout_s has used.
     carried_ms: float = 0.0
@@ -498,8 +499,10 @@ class Delegation:
         if self.meter is not None:
             self.meter.raise_if_stopped()
         self.inputs, self.given = prepared.inputs, prepared.given
-        if not self.carried and self.meter is not None:  # resumed by another agent object: its checkpoint says
-            self.meter.carry(self.checkpointed_usage(len(prepared.given.get("messages") or ())))
+        # Resumed by another agent object: its checkpoint says.
+        if not self.carried and self.meter is not None and (spent := self.checkpointed_usage(
+                len(prepared.given.get("messages") or ()))):
+            self.meter.carry(spent)
         made = {"inherited_tokens": prepared.inherited_tokens, "withheld_keys": prepared.withheld or None}
         # A new dict, not an update: past the deadline the record may be read on another thread meanwhile.
         self.record_extra = {**self.record_extra, **{k: v for k, v in made.items() if v is not None}}
@@ -696,10 +699,10 @@ os.register_at_fork(after_in_child=_copies_pool)
 
 
 async def _ainvoke(run: Delegation, inputs: ChildStep) -> Any:
-    if callable(inputs):  # copying may be slow: on a worker thread, so siblings and the deadline go on
+    if callable(inputs) and not run.in_place:  # copying may be slow: on a worker thread (siblings, deadline go on)
         context = contextvars.copy_context()
         inputs = await asyncio.wrap_future(_COPIES.submit(context.run, inputs))
-    return await run.graph.ainvoke(inputs, run.config)
+    return await run.graph.ainvoke(_made(inputs), run.config)
 
 
 def _expired(run: Delegation) -> Any:
@@ -847,6 +850,9 @@ class TaskRunner:
         try:
             spec, graph, prepare, extra = set_up_child(self.registry, call, self.blocked_keys)
             run.resolve(spec, call.graph or graph, prepare, extra)
+            # A worker thread's hop costs more than an input with no shared key, fork history or checkpoint to read.
+            run.in_place = (self.blocked_keys.issuperset(call.parent_state) and "context" not in extra
+                            and (call.parent_config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINTER) is None)
             run.open_transcript(self.new_sink)
             run.configure(spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY,
                           wrap_up=self.wrap_up)
