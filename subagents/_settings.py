@@ -1,12 +1,6 @@
-"""Delegation settings: one typed object, passed whole from layer to layer.
-
-Every delegation option lives in one place. ``create_deep_agent``'s keywords are deepagents' own (``interrupt_on``
-among them: what a deepagents or LangGraph user already writes) plus ``settings``, ``background`` and ``hooks``; every
-other option lives here once (default, validation, docstring), in frozen groups (:class:`Limits`,
-:class:`Observability`, :class:`BackgroundSettings`, :class:`Definitions`, :class:`RootGraph`), never also a keyword:
-``budget``, ``permission_mode`` and ``mcp_servers`` are fields, which every layer reads from the same object. A bad
-value raises :class:`~subagents.SpecError` naming the field.
-"""
+"""Delegation settings: one typed object, passed whole from layer to layer. Every option not a keyword of
+deepagents' ``create_deep_agent`` (or ``settings``, ``background``, ``hooks``) lives here once, in frozen groups; a bad
+value raises :class:`~subagents.SpecError` naming the field."""
 
 from __future__ import annotations
 
@@ -97,14 +91,10 @@ class Observability(_Settings):
         prices: model name -> USD per million (input, output) tokens, for the cost in each record.
     """
 
-    sessions_dir: str | Path | None = None
+    sessions_dir: Annotated[str | Path | None, BeforeValidator(
+        lambda value: Path(os.fspath(value)) if isinstance(value, os.PathLike) else value)] = None
     transcript_store: SkipValidation[BaseStore | bool | None] = None
     prices: SkipValidation[PriceTable | None] = None  # checked by subagents._metering.check_prices
-
-    @field_validator("sessions_dir", mode="before")
-    @classmethod
-    def _path(cls, value: Any) -> Any:
-        return Path(os.fspath(value)) if isinstance(value, os.PathLike) else value
 
 
 class BackgroundSettings(_Settings):
@@ -162,7 +152,7 @@ class Definitions(_Settings):
     skills_dirs: SkipValidation[DirLevels | None] = None
     model_profiles: Annotated[SkipValidation[ModelProfiles], BeforeValidator(check_profiles)] = {}
     unknown_model: UnknownModelPolicy = "error"
-    permission_mode: PermissionMode | None = None
+    permission_mode: Annotated[PermissionMode | None, BeforeValidator(normalize_permission_mode)] = None
     risky_tools: frozenset[str] = frozenset()
     mcp_servers: SkipValidation[Mapping[str, Mapping[str, Any]]] = {}
     state_schemas: Annotated[SkipValidation[tuple[Any, ...]],
@@ -174,11 +164,6 @@ class Definitions(_Settings):
     structured_results: bool = False
     name_enum: bool = False
     _skills: SkillCatalog | None = PrivateAttr(None)
-
-    @field_validator("permission_mode", mode="before")
-    @classmethod
-    def _mode(cls, value: Any) -> PermissionMode | None:
-        return normalize_permission_mode(value)
 
     @field_validator("risky_tools", mode="before")
     @classmethod
