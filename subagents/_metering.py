@@ -450,7 +450,7 @@ class TaskMeter(BaseCallbackHandler):
         # turning errors into answers (ModelRetryMiddleware) cannot hide it.
         self.stopped_by: SubagentError | None = None
         # Run id -> its running calls, as sent and priced: several where concurrent calls share one (a config reused);
-        # a call charged as its task ended stays until it ends, marked paid (settled_usage).
+        # a call charged as abandoned stays until its end comes, marked paid (_abandon).
         self._calls: dict[Any, list[_Call]] = {}
         self._lock = threading.RLock()  # reentrant: settled_usage ends calls under it
         self._tools: dict[Any, tuple[str, float]] = {}  # run id -> (tool name, started): tools running now
@@ -593,17 +593,14 @@ class TaskMeter(BaseCallbackHandler):
         return None
 
     def settled_usage(self) -> dict[str, Any]:
-        """The ended (or paused) task's :meth:`usage`, once the room it held is given back for good and each call still
-        running (abandoned at its timeout) is charged what it held, so the record shows what the budget was charged;
-        ``unsettled_calls``: how many such calls a later report may charge the budget more for."""
+        """The ended (or paused) task's :meth:`usage`, once the room it held is given back for good and each call whose
+        end has not come (abandoned at its timeout, cancelled) is charged what it held (:meth:`_abandon`), so the record
+        shows what the budget was charged; ``unsettled_calls``: how many such calls a later report may add to."""
         with self._lock:  # a call ending meanwhile on its thread waits, then finds it paid (_end_call)
             held, self._room_held, self._room_for_call = self._room_held, None, (0, 0.0)
-            for run_id, call in [(run_id, c) for run_id, calls in self._calls.items() for c in calls if not c.paid]:
-                paid = self._end_call(run_id, LLMResult(generations=[]), call)
-                call.tokens, call.usd, call.own, call.paid = 0, 0.0, (0, 0.0), paid
-                self._calls.setdefault(run_id, []).append(call)
-            # One whose asyncio task is being cancelled ends with it (a timed-out child's, on ainvoke): no report comes.
-            unsettled = sum(not (c.task and c.task.cancelling()) for calls in self._calls.values() for c in calls)
+            for run_id, call in [(run_id, c) for run_id, calls in self._calls.items() for c in calls]:
+                self._abandon(run_id, call)
+            unsettled = sum(map(len, self._calls.values()))
         if held and self.budget is not None:
             self.budget.release(*held)
         return {**self.usage(), "unsettled_calls": unsettled} if unsettled else self.usage()
@@ -689,9 +686,9 @@ class TaskMeter(BaseCallbackHandler):
             self._raising(refused)  # the meter's own stop, which no child middleware may turn into an answer
             raise
         with contextlib.suppress(RuntimeError):  # no event loop: a sync call, whose end LangChain always reports
-            call.task = asyncio.current_task()
-        if call.task is not None:  # cancelled, LangChain reports no end: the task's end is the call's at the latest
-            call.task.add_done_callback(lambda _: self._ended_unfinished(run_id, call=call))
+            # Cancelled, LangChain reports no end: once the task it was sent from ends, it is abandoned.
+            if (task := asyncio.current_task()) is not None:
+                task.add_done_callback(lambda _: self._abandon(run_id, call))
         self.stopped_by = None  # a call let through: no earlier stop held (a sibling gave back room)
         self._calls.setdefault(run_id, []).append(call)
 
@@ -748,18 +745,24 @@ class TaskMeter(BaseCallbackHandler):
                      **kwargs: Any) -> None:
         try:
             self._saw(error, "model_error")
-        finally:  # the call is charged, and its hold given back, whatever _saw raises
-            self._ended_unfinished(run_id, response)
+        finally:  # a call it let start was sent: charged its prompt and any partial reply, whatever _saw raises
+            if self._calls.get(run_id):
+                self._end_call(run_id, response or LLMResult(generations=[]))
 
     def on_tool_error(self, error: BaseException, *, run_id: Any = None, **kwargs: Any) -> None:
         self.on_tool_end(None, run_id=run_id)
         self._saw(error, "tool_error")
 
-    def _ended_unfinished(self, run_id: Any, response: LLMResult | None = None, call: _Call | None = None) -> None:
-        # A call it let start was sent: failed or abandoned (a stream closed early, a cancelled one reporting
-        # nothing), it is charged its prompt and any partial reply, and gives its hold back.
-        if any(call in (None, running) for running in self._calls.get(run_id, ())):
-            TaskMeter._end_call(self, run_id, response or LLMResult(generations=[]), call)
+    def _abandon(self, run_id: Any, call: _Call) -> None:
+        """A call whose end has not come as its task ended, cancelled or not: the meter cannot know its provider
+        stopped, so it is charged what it held, at its hold's price, and stays running: a report that comes later is
+        charged only what it shows beyond."""
+        with self._lock:
+            if call.paid or call not in self._calls.get(run_id, ()):
+                return
+            call.paid = TaskMeter._end_call(call.meter, run_id, LLMResult(generations=[]), call)
+            call.tokens, call.usd, call.own = 0, 0.0, (0, 0.0)  # given back: settled again, it gives back nothing
+            self._calls.setdefault(run_id, []).append(call)
 
     def _saw(self, error: BaseException, origin: StopReason) -> None:
         if self._raised(error):
@@ -822,9 +825,7 @@ class TaskMeter(BaseCallbackHandler):
             self._own_held = (max(0, self._own_held[0] - own[0]), max(0.0, self._own_held[1] - own[1]))
 
     def _release(self, run_id: Any, call: _Call | None = None) -> _Call | None:
-        """The call ended (``call``, else the hold its start made, which the context that sent it carries), its holds
-        given back; ``None``: not running here. Of calls sharing a run id (a config reused for calls at once) that
-        one context sent, or none, LangChain hands an end nothing to tell them apart: they are charged alike."""
+        """The call ended (``call``, else the one :meth:`_ending` finds), its holds given back; ``None``: none ran."""
         with self._lock:
             running = self._calls.get(run_id, [])
             if (call := call or self._ending(run_id)) not in running:
@@ -840,18 +841,18 @@ class TaskMeter(BaseCallbackHandler):
         return call
 
     def _ending(self, run_id: Any) -> _Call | None:
-        """The hold an end of ``run_id`` settles: the one the context that sent it carries (see :meth:`_release`)."""
+        """The call an end of ``run_id`` settles. Of several running under it (a config reused for calls at once),
+        LangChain tells the end nothing that proves which (a context carrying a hold may be a copy another call's end
+        is reported in): each of them is charged alike from now on, at the dearest price and longest estimate, and
+        the one settled is the last this context carries, if any (so its task's end finds it settled), else any."""
         with self._lock:
             running = self._calls.get(run_id, [])
-            here = _SENT_HERE.get()
-            # The last it carries: a context copied into a task (and a call sent there) carries its parent's too.
-            ending = [c for h in reversed(here) for c in running if c is h] or running
-            if len(ending) > 1:  # from now on each is charged at the dearest price and longest estimate of any
-                dearest, longest = max(ending, key=lambda c: sum(c.price[1]) if c.price else -1), max(
-                    c.estimate for c in ending)
-                for c in ending:
+            if len(running) > 1:
+                dearest, longest = max(running, key=lambda c: sum(c.price[1]) if c.price else -1), max(
+                    c.estimate for c in running)
+                for c in running:
                     c.model, c.price, c.estimate, c.alike = dearest.model, dearest.price, longest, True
-            return next(iter(ending), None)
+            return next((c for c in reversed(_SENT_HERE.get()) if c in running), next(iter(running), None))
 
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         self._end_call(run_id, response)
@@ -883,11 +884,10 @@ class TaskMeter(BaseCallbackHandler):
         for reply in replies[:1]:  # its estimate and price ride on its reply, for a checkpoint's read-back
             if isinstance(meta := getattr(reply, "response_metadata", None), dict):
                 meta.update({ESTIMATE_KEY: call.estimate, PRICE_KEY: priced and priced[0]})
-        cost = cost_at(priced, charged_in, charged_out)
-        if call.paid:  # charged what it held as its task ended (its record made): the budget takes what it shows beyond
-            if budget is not None:
-                budget.spend(max(0, charged_in + charged_out - call.paid[0]), max(0.0, cost - call.paid[1]))
-            return 0, 0.0
+        cost = max(cost_at(priced, charged_in, charged_out), 0.0 if reported_in else call.usd)  # the hold's price
+        if call.paid:  # charged what it held when its end did not come (_abandon): now what its report shows beyond
+            paid, cost = call.paid[0], max(0.0, cost - call.paid[1])
+            charged_in, charged_out = max(0, charged_in - paid), max(0, charged_out - max(0, paid - charged_in))
         with self._lock:
             self.input_tokens += reported_in
             self.output_tokens += reported_out
@@ -899,7 +899,7 @@ class TaskMeter(BaseCallbackHandler):
         if budget is not None:
             budget.spend(charged_in + charged_out, cost)
         # Only a believed report teaches a ratio (the task's, the budget's): an estimate shows nothing of a tokenizer.
-        if call.estimate and charged_in == reported_in and not call.alike:
+        if call.estimate and charged_in == reported_in and not (call.alike or call.paid):
             scale = learned_scale(call.estimate, charged_in)
             with self._lock:
                 self._own_scale = max(scale, self._own_scale or scale)
@@ -1114,7 +1114,7 @@ def in_tool_step(metadata: Mapping[str, Any] | None) -> bool:
 
 @dataclasses.dataclass(eq=False)  # told apart by identity: two calls alike in every field are two holds
 class _Call:
-    """A model call's hold, made as it is sent (its end settles this object, no other): its price, estimate, holds."""
+    """A model call's hold, made as it is sent: its price, estimate and holds, which its end settles (_ending)."""
 
     meter: TaskMeter  # the meter counting it (a RunMeter's own, or its tool step's)
     model: str | None
@@ -1125,13 +1125,11 @@ class _Call:
     started: float = 0.0
     own: tuple[int, float] = (0, 0.0)  # what the task's own limits hold for it
     sent: tuple[Any, Any] = (None, None)  # see _sent_as
-    task: asyncio.Task[Any] | None = None  # the asyncio task it was sent from
-    paid: tuple[int, float] | None = None  # charged as its task ended (settled_usage): what, until it ends
-    alike: bool = False  # its end cannot be told from another call's (_release): it teaches no ratio
+    paid: tuple[int, float] | None = None  # charged as abandoned (_abandon): what, until its end comes
+    alike: bool = False  # its end cannot be told from another call's (_ending): it teaches no ratio
 
 
-# The holds of the last calls sent in this context. A call's end is reported in its start's context (or a copy of it,
-# LangChain's shielded async end): of calls sharing a run id, the one this context carries is the one ending.
+# The last calls sent in this context: of calls alike (_ending), an end reported here settles the last it carries.
 _SENT_HERE: contextvars.ContextVar[tuple[_Call, ...]] = contextvars.ContextVar("subagents_sent_here", default=())
 
 

