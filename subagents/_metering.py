@@ -53,6 +53,8 @@ MAX_REPORTED_TOKENS = 10**15  # the most one reported count is taken for: past a
 PROMPT_EXTRAS = ("tools", "functions", "response_format")  # sent beside the messages, billed as input
 ESTIMATE_KEY = "estimated_input_tokens"  # in a reply's response_metadata: its prompt as estimated when sent
 PRICE_KEY = "priced_as"  # in a reply's response_metadata: the price-table key it was charged at
+OUTPUT_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "max_new_tokens", "num_predict")
+DEFAULT_OUTPUT_BOUND = 16_384  # an abandoned call's output when no cap, nor a longer output of its model, is known
 
 
 def token_count(value: Any) -> int:
@@ -264,6 +266,7 @@ class Budget:
         self._lock = threading.Lock()
         self._scales: dict[str, float] = {}  # model name -> reported / estimated input tokens
         self._let_in_alone: set[str | None] = set()  # models whose one call at its estimate went (see hold)
+        self.longest_output: dict[str | None, int] = {}  # model -> the most output a call of it was charged
         self.reset()
 
     def hold(self, estimate: int, model_name: str | None, input_price: float = 0.0, *, refuse: bool = True,
@@ -760,7 +763,7 @@ class TaskMeter(BaseCallbackHandler):
         with self._lock:
             if call.paid or call not in self._calls.get(run_id, ()):
                 return
-            call.paid = TaskMeter._end_call(call.meter, run_id, LLMResult(generations=[]), call)
+            call.paid = TaskMeter._end_call(call.meter, run_id, LLMResult(generations=[]), call, abandoned=True)
             call.tokens, call.usd, call.own = 0, 0.0, (0, 0.0)  # given back: settled again, it gives back nothing
             self._calls.setdefault(run_id, []).append(call)
 
@@ -792,7 +795,7 @@ class TaskMeter(BaseCallbackHandler):
         # The prompt as billed, schemas included: reserved first, it bounds the overshoot to one output a call.
         self.extras_estimate = extras = prompt_estimate((), kwargs.get("invocation_params")) - estimate_tokens(())
         self._last_estimate = estimate = estimate_tokens(prompt) + extras
-        input_price = hold_price(table, name, priced)[0]
+        input_price, output_price = hold_price(table, name, priced)
         own = (0, 0.0) if wrapping else self._hold_own(estimate, name, input_price)  # the wrap-up may pass them by one
         held = (0, 0.0)
         if budget is not None:
@@ -802,7 +805,9 @@ class TaskMeter(BaseCallbackHandler):
             except BudgetExceeded:
                 self._give_back_own(own)
                 raise
-        call = _Call(self, name, priced, estimate, *held, time.monotonic(), own, _sent_as(prompt, kwargs))
+        cap = next((token_count(params.get(key)) for key in OUTPUT_CAPS if token_count(params.get(key))), 0)
+        call = _Call(self, name, priced, estimate, *held, time.monotonic(), own, _sent_as(prompt, kwargs),
+                     (cap, output_price))
         _SENT_HERE.set((*_SENT_HERE.get()[-7:], call))
         return call
 
@@ -857,8 +862,9 @@ class TaskMeter(BaseCallbackHandler):
     def on_llm_end(self, response: LLMResult, *, run_id: Any = None, **kwargs: Any) -> None:
         self._end_call(run_id, response)
 
-    def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> tuple[int, float]:
-        """Charge a call that ended; return what it was charged (tokens, USD)."""
+    def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None,
+                  abandoned: bool = False) -> tuple[int, float]:
+        """Charge a call that ended, or was ``abandoned`` (:meth:`_abandon`); return its charge (tokens, USD)."""
         try:
             reported_in, reported_out, replied = _usage_of(response)
         except Exception:  # noqa: BLE001 - a report that cannot be read is none: the call is charged what it held
@@ -884,7 +890,15 @@ class TaskMeter(BaseCallbackHandler):
         for reply in replies[:1]:  # its estimate and price ride on its reply, for a checkpoint's read-back
             if isinstance(meta := getattr(reply, "response_metadata", None), dict):
                 meta.update({ESTIMATE_KEY: call.estimate, PRICE_KEY: priced and priced[0]})
-        cost = max(cost_at(priced, charged_in, charged_out), 0.0 if reported_in else call.usd)  # the hold's price
+        out_usd = 0.0
+        if abandoned:  # its provider may go on unseen: charged the most it may write, at its hold's price
+            longest = max(DEFAULT_OUTPUT_BOUND, budget.longest_output.get(call.model, 0) if budget else 0)
+            charged_out = call.output[0] or longest
+            out_usd = charged_out * call.output[1] / 1_000_000
+        elif budget is not None:
+            with budget._lock:
+                budget.longest_output[call.model] = max(charged_out, budget.longest_output.get(call.model, 0))
+        cost = max(cost_at(priced, charged_in, charged_out), 0.0 if reported_in else call.usd + out_usd)
         if call.paid:  # charged what it held when its end did not come (_abandon): now what its report shows beyond
             paid, cost = call.paid[0], max(0.0, cost - call.paid[1])
             charged_in, charged_out = max(0, charged_in - paid), max(0, charged_out - max(0, paid - charged_in))
@@ -1018,10 +1032,11 @@ class RunMeter(TaskMeter):
                     raise
                 raise RunEnded(refused, Command(graph=node, update={"messages": [self.ended(refused)]})) from refused
 
-    def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None) -> tuple[int, float]:
+    def _end_call(self, run_id: Any, response: LLMResult, call: _Call | None = None,
+                  abandoned: bool = False) -> tuple[int, float]:
         # A call it saw start (any other is another meter's), counted by the meter that held it.
         call = call or self._ending(run_id)
-        return (0, 0.0) if call is None else TaskMeter._end_call(call.meter, run_id, response, call)
+        return (0, 0.0) if call is None else TaskMeter._end_call(call.meter, run_id, response, call, abandoned)
 
     def _first_end(self, run_id: Any, event: Any) -> bool:
         """Whether ``event`` (a call's reply or error) ends a call here, not one it already ended (see _start_call)."""
@@ -1125,6 +1140,7 @@ class _Call:
     started: float = 0.0
     own: tuple[int, float] = (0, 0.0)  # what the task's own limits hold for it
     sent: tuple[Any, Any] = (None, None)  # see _sent_as
+    output: tuple[int, float] = (0, 0.0)  # its output cap as sent (0: none) and its hold's output price (_abandon)
     paid: tuple[int, float] | None = None  # charged as abandoned (_abandon): what, until its end comes
     alike: bool = False  # its end cannot be told from another call's (_ending): it teaches no ratio
 

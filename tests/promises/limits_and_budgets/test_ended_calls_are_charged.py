@@ -214,7 +214,7 @@ def test_a_call_reporting_more_after_its_task_timed_out_is_named_in_the_record(r
     # ainvoke): the call ends after the record was made, and its report beyond what it held went to the budget
     # alone, while nothing in the record said any could come.
     gate = threading.Event()
-    slow = _Gated(default="late answer " * 5_000, model_name="child", gate=gate)  # ~15,000 tokens, 16x its prompt
+    slow = _Gated(default="late answer " * 8_000, model_name="child", gate=gate)  # ~24,000 tokens: past its bound
 
     @tool
     def ask(q: str) -> str:

@@ -29,7 +29,7 @@ from deep_agent import create_deep_agent
 from deep_agent._testing import ScriptedChatModel, tool_call
 from middleware import SubAgentMiddleware
 from subagents import Budget
-from subagents._metering import RunMeter, TaskMeter, call_price, cost_at, cost_of, reply_price
+from subagents._metering import RunMeter, TaskMeter, call_price, cost_at, cost_of, estimate_tokens, reply_price
 from subagents._outcome import stopped_by_limit
 from subagents._settings import DelegationSettings
 
@@ -636,5 +636,9 @@ def test_calls_under_one_run_id_abandoned_together_are_each_charged_once_at_most
         asyncio.run(main())
     assert budget.reserved == 0
     own = sum(cost_at(call_price(TALK_PRICES, m.model_name), *_reported(m)) for m in (dear, cheap))
-    assert own <= budget.usd <= sum(cost_at(call_price(TALK_PRICES, "dear"), *_reported(m)) for m in (dear, cheap))
+    # Each at most once at the dearest price: what it held and the default output bound, or its report if more.
+    held, bound = 16 * estimate_tokens("x" * 400), 16_384
+    dearest = sum(cost_at(call_price(TALK_PRICES, "dear"), max(held, reported[0]), max(bound, reported[1]))
+                  for reported in map(_reported, (dear, cheap)))
+    assert own <= budget.usd <= dearest
     assert settled["unsettled_calls"] == 2  # the record says what a late report may add
