@@ -427,9 +427,6 @@ class SteeringInbox(AgentMiddleware):
         messages = self.inboxes.take(task_id) if task_id else []
         return {"messages": [steering_message(m) for m in messages]} if messages else None
 
-    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self.before_model(state, runtime)
-
 
 # The models a runtime's loop calls are copies with async HTTP clients of their own: LangChain's OpenAI integration
 # shares one async pool between models of one base URL, and a connection opened on one loop fails on another.
@@ -481,12 +478,7 @@ class OwnLoopModels(AgentMiddleware):
         super().__init__()
         self.models = models
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
-        return handler(request)  # a background child runs with ainvoke, on the runtime's loop
-
-    async def awrap_model_call(
+    async def awrap_model_call(  # async only: a background child runs with ainvoke, on the runtime's loop
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelCallResult[Any]:
         return await handler(request.override(model=self.models.own(request.model)))
