@@ -541,15 +541,14 @@ def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
     """A built background child's middleware, ours only where they have work: :class:`OwnLoopModels` only if another
     may swap the model; with no other, none (each run is one model call, its steering in its input). A model- or
     tool-call wrap that is sync only is refused: a background child's ``ainvoke`` would fail."""
-    for mw in middleware:
-        for kind, sync, async_ in ((type(mw), "wrap_model_call", "awrap_model_call"),
-                                   (type(mw), "wrap_tool_call", "awrap_tool_call")):
-            if (getattr(kind, sync, None) is not getattr(AgentMiddleware, sync)
-                    and getattr(kind, async_, None) is getattr(AgentMiddleware, async_)):
-                raise InvalidArgumentType(
-                    f"middleware {getattr(mw, 'name', kind.__name__)!r} ({kind.__module__}.{kind.__qualname__}) "
-                    f"defines {sync} but not {async_}: a background child runs async, on the background loop, even "
-                    f"under a parent's invoke; give it an async {async_} too (or run this subagent with task)")
+    for mw, sync in itertools.product(middleware, ("wrap_model_call", "wrap_tool_call")):
+        kind, async_ = type(mw), "a" + sync
+        if (getattr(kind, sync, None) is not getattr(AgentMiddleware, sync)
+                and getattr(kind, async_, None) is getattr(AgentMiddleware, async_)):
+            raise InvalidArgumentType(
+                f"middleware {getattr(mw, 'name', kind.__name__)!r} ({kind.__module__}.{kind.__qualname__}) "
+                f"defines {sync} but not {async_}: a background child runs async, on the background loop, even "
+                f"under a parent's invoke; give it an async {async_} too (or run this subagent with task)")
     others = [mw for mw in middleware if not isinstance(mw, (SteeringInbox, OwnLoopModels))]
     if not others:
         return []
