@@ -336,10 +336,6 @@ class TaskTable(dict[str, T]):
         self._settled: collections.OrderedDict[str, tuple[float, int]] = collections.OrderedDict()
         self.settled_bytes = 0
 
-    def put(self, task_id: str, task: T) -> None:
-        self.revive(task_id)
-        self[task_id] = task
-
     def revive(self, task_id: str) -> None:
         """A finished task runs again (a follow-up, a retry, an answer): it is no longer evictable."""
         entry = self._settled.pop(task_id, None)
