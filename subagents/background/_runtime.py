@@ -589,9 +589,17 @@ class MemoryOutcomes:
         self.bytes += size - self._items.pop(task_id, ({}, 0))[1]  # popped: the new outcome is the newest
         self._items[task_id] = (kept, size)
         while self.bytes > self.max_bytes and self._items:
-            oldest, (old_fields, dropped) = self._items.popitem(last=False)
+            oldest, (old, dropped) = self._items.popitem(last=False)
             self.bytes -= dropped
-            self._stubs[oldest] = _stub(old_fields, self.max_bytes)
+            # Reduced to what says how the task ended: no result text, a short error.
+            stub = {k: v for k, v in old.items() if not isinstance(v, str) or len(v) <= 512}
+            if isinstance(old.get("error"), str):
+                stub["error"] = old["error"][:512]
+            if old.get("result") is not None:
+                stub["result"] = (f"[cut: this result was dropped from memory, where this process keeps at most "
+                                  f"{self.max_bytes:,} bytes of results (its parent's checkpointer is not a SQLite "
+                                  "file)]")
+            self._stubs[oldest] = stub
         while len(self._stubs) > MEMORY_MAX_STUBS:
             self._stubs.popitem(last=False)
 
@@ -627,17 +635,6 @@ def _cut_result(fields: dict[str, Any], limit: int) -> tuple[dict[str, Any], int
         f"\n[cut: the result was {len(result):,} characters; this process keeps the first {room:,} in "
         "memory (its parent's checkpointer is not a SQLite file, where it would be kept whole)]")
     return fields, _size(fields)
-
-
-def _stub(fields: Mapping[str, Any], max_bytes: int) -> dict[str, Any]:
-    """An outcome reduced to what says how the task ended: no result text, a short error."""
-    stub = {k: v for k, v in fields.items() if not isinstance(v, str) or len(v) <= 512}
-    if isinstance(fields.get("error"), str):
-        stub["error"] = fields["error"][:512]
-    if fields.get("result") is not None:
-        stub["result"] = (f"[cut: this result was dropped from memory, where this process keeps at most "
-                          f"{max_bytes:,} bytes of results (its parent's checkpointer is not a SQLite file)]")
-    return stub
 
 
 class SqliteOutcomes:
