@@ -408,12 +408,11 @@ def in_process_client(timeout_s: float, headers: Mapping[str, str] | None = None
 
     inner = httpx.ASGITransport(app=aegra_app)
 
-    class OnServingLoop(httpx.AsyncBaseTransport):  # each request handed to the server's loop (see serving_loop)
+    class OnServingLoop(httpx.AsyncBaseTransport):  # each call moved to the server's loop, its answer read whole
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
             loop = serving_loop()
             if loop is None or loop is asyncio.get_running_loop():
                 return await inner.handle_async_request(request)
-            # The answer is read whole: only the call moves.
             return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
                 inner.handle_async_request(request), loop))
 
