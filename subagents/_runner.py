@@ -816,7 +816,15 @@ class TaskRunner:
             if not (isinstance(found, (list, tuple)) and found and all(isinstance(i, Interrupt) for i in found)):
                 return self._fail(run, SubagentError("raised an interrupt that carries nothing to resume"))
             run.paused(signal)
-            self._carry_usage(run)
+            # What it spent and its work time count again when it resumes.
+            carried = {"usage": run.usage(), "started_at": run.started_at, "paused_at": time.time(),
+                       "work_ms": run.carried_ms + (time.monotonic() - run.started_clock) * 1000,
+                       "waiting_ms": run.waiting_ms,
+                       "ran_s": run.ran_s + (time.monotonic() - run.begun_clock if run.begun else 0.0)}
+            with self._paused_lock:
+                self._paused_usage[run.task_id] = carried
+                while len(self._paused_usage) > 1024:
+                    self._paused_usage.pop(next(iter(self._paused_usage)))
             raise
         except GraphBubbleUp as signal:
             return self._fail(run, SubagentError(f"raised a LangGraph control signal "
@@ -857,17 +865,6 @@ class TaskRunner:
         except Exception as exc:  # noqa: BLE001 - a bad spec or sink fails this task alone
             return self._refuse(run, safe_text(exc), describe_failure(exc)[0])
         return run
-
-    def _carry_usage(self, run: Delegation) -> None:
-        """A task paused for approval: what it spent and its work time count again when it resumes."""
-        carried = {"usage": run.usage(), "started_at": run.started_at, "paused_at": time.time(),
-                   "work_ms": run.carried_ms + (time.monotonic() - run.started_clock) * 1000,
-                   "waiting_ms": run.waiting_ms,
-                   "ran_s": run.ran_s + (time.monotonic() - run.begun_clock if run.begun else 0.0)}
-        with self._paused_lock:
-            self._paused_usage[run.task_id] = carried
-            while len(self._paused_usage) > 1024:
-                self._paused_usage.pop(next(iter(self._paused_usage)))
 
     def _resume_usage(self, run: Delegation) -> None:
         if not self._paused_usage:  # nothing paused: no lock to take
