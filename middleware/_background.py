@@ -365,8 +365,12 @@ def _on_task(act: Callable[..., Awaitable[Command[str]]]) -> Callable[..., Corou
                           f"({record_problem(task_id, held[task_id])}).", error=True)
         if record is None:
             # deepagents' words, which a model (or a test) used to them looks for; then the ids it may mean.
-            return _reply(runtime, f"No tracked task found for task_id: {brief(task_id)}. {_known_ids(ledger)}",
-                          error=True)
+            ids = list(ledger)
+            shown = ", ".join(safe_text(i, 80) for i in ids[-_IDS_LISTED:])
+            more = (f" (the newest {_IDS_LISTED} of {len(ids)}; list_async_tasks shows all)"
+                    if len(ids) > _IDS_LISTED else "")
+            known = f"Known task ids{more}: {shown}." if ids else "Known task ids: none yet."
+            return _reply(runtime, f"No tracked task found for task_id: {brief(task_id)}. {known}", error=True)
         try:
             return await act(self, runtime, record, **args)
         except TaskStateError as exc:
@@ -378,15 +382,6 @@ def _on_task(act: Callable[..., Awaitable[Command[str]]]) -> Callable[..., Corou
 
 
 _IDS_LISTED = 20  # an unknown id's answer names at most this many known ones (the newest): a few, not all
-
-
-def _known_ids(ledger: Mapping[str, object]) -> str:
-    ids = list(ledger)
-    if not ids:
-        return "Known task ids: none yet."
-    shown = ", ".join(safe_text(i, 80) for i in ids[-_IDS_LISTED:])
-    more = f" (the newest {_IDS_LISTED} of {len(ids)}; list_async_tasks shows all)" if len(ids) > _IDS_LISTED else ""
-    return f"Known task ids{more}: {shown}."
 
 
 def ledger_of(state: Mapping[str, object]) -> dict[str, dict[str, object]]:

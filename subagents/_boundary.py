@@ -641,10 +641,8 @@ def _copy_on_pool(tool: Any) -> Any:
             return None
     except (TypeError, ValueError):
         return None
-    return tool.model_copy(update={"coroutine": _on_pool(tool.func)})
+    func = tool.func
 
-
-def _on_pool(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     async def on_pool(*args: Any, **kwargs: Any) -> Any:
         slot = SLOT.get()
@@ -655,7 +653,7 @@ def _on_pool(func: Callable[..., Any]) -> Callable[..., Any]:
             future.add_done_callback(lambda _: slot.release())
         return await asyncio.wrap_future(future)
 
-    return on_pool
+    return tool.model_copy(update={"coroutine": on_pool})
 
 
 def _call(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

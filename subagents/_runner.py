@@ -329,7 +329,14 @@ def _spec_for(registry: SubagentRegistry, call: TaskCall, modes: bool
     definitions = call.parent_state.get(DYNAMIC_SUBAGENTS_KEY) or {}
     definition = definitions.get(name) if isinstance(definitions, Mapping) else None
     if not isinstance(definition, Mapping):
-        raise _unknown(registry, name, definitions, call.parent_state)
+        created = list(definitions) if isinstance(definitions, Mapping) else []
+        message = f"unknown subagent_type {name!r}; valid types are: {', '.join([*registry.names, *created]) or 'none'}"
+        last = (call.parent_state.get("messages") or (None,))[-1]
+        if isinstance(last, AIMessage) and any(c.get("name") == "create_subagent" and (c.get("args") or {}).get(
+                "name") == name for c in last.tool_calls):
+            message += (f". {name!r} is being created by a create_subagent call in this same turn; "
+                        "delegate to it with task from your next turn")
+        raise UnknownSubagent(message)
     # Checked again at use: a definition may have reached the state without create_subagent.
     fields = {k: v for k, v in definition.items() if k in ("name", "description", "system_prompt",
                                                            "tools", "max_turns")}
@@ -343,18 +350,6 @@ def _spec_for(registry: SubagentRegistry, call: TaskCall, modes: bool
 def inheritable_tool_names(tools: Any) -> list[str]:
     """Names of the parent's tools a child may be given."""
     return [tool_name(t) for t in tools or () if not is_forbidden_tool(t)]
-
-
-def _unknown(registry: SubagentRegistry, name: str, definitions: Any, state: Mapping[str, Any]) -> UnknownSubagent:
-    created = list(definitions) if isinstance(definitions, Mapping) else []
-    valid = ", ".join([*registry.names, *created]) or "none"
-    message = f"unknown subagent_type {name!r}; valid types are: {valid}"
-    last = (state.get("messages") or (None,))[-1]
-    if isinstance(last, AIMessage) and any(c.get("name") == "create_subagent" and (c.get("args") or {}).get(
-            "name") == name for c in last.tool_calls):
-        message += (f". {name!r} is being created by a create_subagent call in this same turn; "
-                    "delegate to it with task from your next turn")
-    return UnknownSubagent(message)
 
 
 def _graph_with_format(registry: SubagentRegistry, call: TaskCall, spec: AnySpec, spec_key: tuple[str, str],
@@ -821,7 +816,15 @@ class TaskRunner:
             if not (isinstance(found, (list, tuple)) and found and all(isinstance(i, Interrupt) for i in found)):
                 return self._fail(run, SubagentError("raised an interrupt that carries nothing to resume"))
             run.paused(signal)
-            self._carry_usage(run)
+            # What it spent and its work time count again when it resumes.
+            carried = {"usage": run.usage(), "started_at": run.started_at, "paused_at": time.time(),
+                       "work_ms": run.carried_ms + (time.monotonic() - run.started_clock) * 1000,
+                       "waiting_ms": run.waiting_ms,
+                       "ran_s": run.ran_s + (time.monotonic() - run.begun_clock if run.begun else 0.0)}
+            with self._paused_lock:
+                self._paused_usage[run.task_id] = carried
+                while len(self._paused_usage) > 1024:
+                    self._paused_usage.pop(next(iter(self._paused_usage)))
             raise
         except GraphBubbleUp as signal:
             return self._fail(run, SubagentError(f"raised a LangGraph control signal "
@@ -862,17 +865,6 @@ class TaskRunner:
         except Exception as exc:  # noqa: BLE001 - a bad spec or sink fails this task alone
             return self._refuse(run, safe_text(exc), describe_failure(exc)[0])
         return run
-
-    def _carry_usage(self, run: Delegation) -> None:
-        """A task paused for approval: what it spent and its work time count again when it resumes."""
-        carried = {"usage": run.usage(), "started_at": run.started_at, "paused_at": time.time(),
-                   "work_ms": run.carried_ms + (time.monotonic() - run.started_clock) * 1000,
-                   "waiting_ms": run.waiting_ms,
-                   "ran_s": run.ran_s + (time.monotonic() - run.begun_clock if run.begun else 0.0)}
-        with self._paused_lock:
-            self._paused_usage[run.task_id] = carried
-            while len(self._paused_usage) > 1024:
-                self._paused_usage.pop(next(iter(self._paused_usage)))
 
     def _resume_usage(self, run: Delegation) -> None:
         if not self._paused_usage:  # nothing paused: no lock to take

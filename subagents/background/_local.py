@@ -280,7 +280,7 @@ class LocalTaskRunner:
     async def _admit(self, task: LocalTask) -> None:  # a coroutine, for submit
         """On the loop: the task enters the table and starts (or waits for a slot)."""
         self.runtime.inboxes.take(task.id)
-        self.runtime.table.put(task.id, task)
+        self.runtime.table[task.id] = task  # _launch revives it if it was settled
         self._launch(task, task.call)
 
     async def steer(self, record: Mapping[str, Any], message: str, call: TaskCall) -> tuple[dict[str, Any], str]:

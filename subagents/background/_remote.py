@@ -359,9 +359,16 @@ class RemoteClientPool:
                     "on (langgraph dev, the LangGraph Platform or aegra), and this parent does not run on one; "
                     "give the spec the url of a server")
         else:
+            # SSL_CERT_FILE, SSL_CERT_DIR and the file's stamp: a CA file rewritten in place is reloaded.
+            cert_file, cert_dir = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+            try:
+                st = os.stat(cert_file) if cert_file else None
+            except OSError:
+                st = None
+            tls = _tls_context(cert_file, cert_dir, (st.st_mtime_ns, st.st_size, st.st_ino) if st else None)
             limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_IDLE_CONNECTIONS,
                                   keepalive_expiry=KEEPALIVE_S)
-            transport = httpx.AsyncHTTPTransport(verify=_tls_context(*_cert_settings()), retries=0, limits=limits)
+            transport = httpx.AsyncHTTPTransport(verify=tls, retries=0, limits=limits)
             client = _sdk_client(spec.url, transport, spec.start_timeout_s, {"User-Agent": USER_AGENT, **headers})
         self._clients[key] = client
         return client
@@ -399,8 +406,20 @@ def in_process_client(timeout_s: float, headers: Mapping[str, str] | None = None
         return None
     import httpx
 
-    return _sdk_client("http://aegra.in-process", _on_serving_loop(httpx.ASGITransport(app=aegra_app)), timeout_s,
-                       headers)
+    inner = httpx.ASGITransport(app=aegra_app)
+
+    class OnServingLoop(httpx.AsyncBaseTransport):  # each call moved to the server's loop, its answer read whole
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            loop = serving_loop()
+            if loop is None or loop is asyncio.get_running_loop():
+                return await inner.handle_async_request(request)
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+                inner.handle_async_request(request), loop))
+
+        async def aclose(self) -> None:
+            await inner.aclose()
+
+    return _sdk_client("http://aegra.in-process", OnServingLoop(), timeout_s, headers)
 
 
 # An in-process server app (aegra) holds connections bound to the loop it serves on, so each request to it is
@@ -418,33 +437,6 @@ def note_caller_loop() -> None:  # the running loop (if any) is the one the pare
 def serving_loop() -> asyncio.AbstractEventLoop | None:  # the loop last noted, while it still runs
     loop = _loop
     return loop if loop is not None and loop.is_running() and not loop.is_closed() else None
-
-
-def _on_serving_loop(inner: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
-    import httpx  # each request handed to the server's loop (the answer is read whole: only the call moves)
-
-    class OnServingLoop(httpx.AsyncBaseTransport):
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            loop = serving_loop()
-            if loop is None or loop is asyncio.get_running_loop():
-                return await inner.handle_async_request(request)
-            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
-                inner.handle_async_request(request), loop))
-
-        async def aclose(self) -> None:
-            await inner.aclose()
-
-    return OnServingLoop()
-
-
-def _cert_settings() -> tuple[str | None, str | None, tuple[int, int, int] | None]:
-    # SSL_CERT_FILE, SSL_CERT_DIR and the file's stamp: a CA file rewritten in place is reloaded.
-    cert_file, cert_dir = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
-    try:
-        st = os.stat(cert_file) if cert_file else None
-    except OSError:
-        st = None
-    return cert_file, cert_dir, (st.st_mtime_ns, st.st_size, st.st_ino) if st else None
 
 
 @functools.lru_cache(maxsize=4)

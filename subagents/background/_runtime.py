@@ -336,10 +336,6 @@ class TaskTable(dict[str, T]):
         self._settled: collections.OrderedDict[str, tuple[float, int]] = collections.OrderedDict()
         self.settled_bytes = 0
 
-    def put(self, task_id: str, task: T) -> None:
-        self.revive(task_id)
-        self[task_id] = task
-
     def revive(self, task_id: str) -> None:
         """A finished task runs again (a follow-up, a retry, an answer): it is no longer evictable."""
         entry = self._settled.pop(task_id, None)
@@ -427,9 +423,6 @@ class SteeringInbox(AgentMiddleware):
         messages = self.inboxes.take(task_id) if task_id else []
         return {"messages": [steering_message(m) for m in messages]} if messages else None
 
-    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self.before_model(state, runtime)
-
 
 # The models a runtime's loop calls are copies with async HTTP clients of their own: LangChain's OpenAI integration
 # shares one async pool between models of one base URL, and a connection opened on one loop fails on another.
@@ -481,12 +474,7 @@ class OwnLoopModels(AgentMiddleware):
         super().__init__()
         self.models = models
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
-    ) -> ModelCallResult[Any]:
-        return handler(request)  # a background child runs with ainvoke, on the runtime's loop
-
-    async def awrap_model_call(
+    async def awrap_model_call(  # async only: a background child runs with ainvoke, on the runtime's loop
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> ModelCallResult[Any]:
         return await handler(request.override(model=self.models.own(request.model)))
@@ -549,15 +537,14 @@ def background_child_middleware(middleware: Sequence[Any]) -> list[Any]:
     """A built background child's middleware, ours only where they have work: :class:`OwnLoopModels` only if another
     may swap the model; with no other, none (each run is one model call, its steering in its input). A model- or
     tool-call wrap that is sync only is refused: a background child's ``ainvoke`` would fail."""
-    for mw in middleware:
-        for kind, sync, async_ in ((type(mw), "wrap_model_call", "awrap_model_call"),
-                                   (type(mw), "wrap_tool_call", "awrap_tool_call")):
-            if (getattr(kind, sync, None) is not getattr(AgentMiddleware, sync)
-                    and getattr(kind, async_, None) is getattr(AgentMiddleware, async_)):
-                raise InvalidArgumentType(
-                    f"middleware {getattr(mw, 'name', kind.__name__)!r} ({kind.__module__}.{kind.__qualname__}) "
-                    f"defines {sync} but not {async_}: a background child runs async, on the background loop, even "
-                    f"under a parent's invoke; give it an async {async_} too (or run this subagent with task)")
+    for mw, sync in itertools.product(middleware, ("wrap_model_call", "wrap_tool_call")):
+        kind, async_ = type(mw), "a" + sync
+        if (getattr(kind, sync, None) is not getattr(AgentMiddleware, sync)
+                and getattr(kind, async_, None) is getattr(AgentMiddleware, async_)):
+            raise InvalidArgumentType(
+                f"middleware {getattr(mw, 'name', kind.__name__)!r} ({kind.__module__}.{kind.__qualname__}) "
+                f"defines {sync} but not {async_}: a background child runs async, on the background loop, even "
+                f"under a parent's invoke; give it an async {async_} too (or run this subagent with task)")
     others = [mw for mw in middleware if not isinstance(mw, (SteeringInbox, OwnLoopModels))]
     if not others:
         return []
@@ -602,9 +589,17 @@ class MemoryOutcomes:
         self.bytes += size - self._items.pop(task_id, ({}, 0))[1]  # popped: the new outcome is the newest
         self._items[task_id] = (kept, size)
         while self.bytes > self.max_bytes and self._items:
-            oldest, (old_fields, dropped) = self._items.popitem(last=False)
+            oldest, (old, dropped) = self._items.popitem(last=False)
             self.bytes -= dropped
-            self._stubs[oldest] = _stub(old_fields, self.max_bytes)
+            # Reduced to what says how the task ended: no result text, a short error.
+            stub = {k: v for k, v in old.items() if not isinstance(v, str) or len(v) <= 512}
+            if isinstance(old.get("error"), str):
+                stub["error"] = old["error"][:512]
+            if old.get("result") is not None:
+                stub["result"] = (f"[cut: this result was dropped from memory, where this process keeps at most "
+                                  f"{self.max_bytes:,} bytes of results (its parent's checkpointer is not a SQLite "
+                                  "file)]")
+            self._stubs[oldest] = stub
         while len(self._stubs) > MEMORY_MAX_STUBS:
             self._stubs.popitem(last=False)
 
@@ -640,17 +635,6 @@ def _cut_result(fields: dict[str, Any], limit: int) -> tuple[dict[str, Any], int
         f"\n[cut: the result was {len(result):,} characters; this process keeps the first {room:,} in "
         "memory (its parent's checkpointer is not a SQLite file, where it would be kept whole)]")
     return fields, _size(fields)
-
-
-def _stub(fields: Mapping[str, Any], max_bytes: int) -> dict[str, Any]:
-    """An outcome reduced to what says how the task ended: no result text, a short error."""
-    stub = {k: v for k, v in fields.items() if not isinstance(v, str) or len(v) <= 512}
-    if isinstance(fields.get("error"), str):
-        stub["error"] = fields["error"][:512]
-    if fields.get("result") is not None:
-        stub["result"] = (f"[cut: this result was dropped from memory, where this process keeps at most "
-                          f"{max_bytes:,} bytes of results (its parent's checkpointer is not a SQLite file)]")
-    return stub
 
 
 class SqliteOutcomes:

@@ -102,9 +102,8 @@ class BackgroundTasks:
     async def start(self, call: TaskCall, ledger: Mapping[str, Any]) -> dict[str, Any]:
         """Launch ``call`` in the background and return its full new record."""
         record, fresh = self._new_record(call, ledger)
-        if not fresh:  # the same tool call run again (a replayed step): nothing new
-            return record
-        record.update(await self._launch(record, call, attempt=1))
+        if fresh:  # else the same tool call run again (a replayed step): nothing new
+            record.update(await self._launch(record, call, attempt=1))
         return record
 
     def start_soon(self, call: TaskCall, ledger: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -119,8 +118,7 @@ class BackgroundTasks:
             outcome_db = checkpoint_db_now(call.parent_config)
         except LookupError:
             return None
-        local_call = dataclasses.replace(self._local_call(call), tool_call_id=record.get("tool_call_id"))
-        record.update(self.local.start_soon(record["id"], local_call, outcome_db=outcome_db))
+        record.update(self.local.start_soon(record["id"], self._local_call(call), outcome_db=outcome_db))
         return record
 
     def _new_record(self, call: TaskCall, ledger: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:

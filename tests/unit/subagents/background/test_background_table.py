@@ -10,7 +10,7 @@ from subagents.background._runtime import TaskTable
 def test_finished_tasks_are_evicted_by_age_oldest_first():
     table: TaskTable[str] = TaskTable(max_age_s=10, max_bytes=10**9)
     for i in range(3):
-        table.put(f"t{i}", f"task {i}")
+        table[f"t{i}"] = f"task {i}"
     assert table.settle("t0", size=5, at=100.0) == pytest.approx(10.0)
     table.settle("t1", size=5, at=104.0)
     assert table.evict(109.0) == pytest.approx(1.0)
@@ -21,7 +21,7 @@ def test_finished_tasks_are_evicted_by_age_oldest_first():
 def test_finished_tasks_are_evicted_by_bytes_and_live_ones_never():
     table: TaskTable[str] = TaskTable(max_age_s=3600, max_bytes=100)
     for i in range(4):
-        table.put(f"t{i}", f"task {i}")
+        table[f"t{i}"] = f"task {i}"
     table.settle("t0", size=60, at=1.0)
     table.settle("t1", size=30, at=2.0)
     assert table.settled_bytes == 90 and len(table) == 4
@@ -33,7 +33,7 @@ def test_finished_tasks_are_evicted_by_bytes_and_live_ones_never():
 
 def test_a_revived_task_is_not_evicted_and_settling_again_counts_it_once():
     table: TaskTable[str] = TaskTable(max_age_s=1, max_bytes=100)
-    table.put("t", "task")
+    table["t"] = "task"
     table.settle("t", size=40, at=0.0)
     table.settle("t", size=50, at=0.5)
     assert table.settled_bytes == 50
