@@ -171,7 +171,8 @@ def command_files(words: list[str], base: Path, root: Path | None, *, folders: b
             found.update(p for part in _LITERAL.findall(_defaults(word)) if _COMPUTED.search(word) and "/" in part
                          if (p := _inside(part if part.endswith("/") else os.path.dirname(part), cwd, root,
                                           folders=True, named=True)))
-            script = n > 0 and command[n - 1:n] == program and bool(Path(word).suffix)  # missing yet or not
+            script = n > 0 and (command[n - 1:n] == program and bool(Path(word).suffix)  # missing yet or not
+                                or program[:1] == command[:1] and command[0] in _INCLUDES)
             found.update(p for part in (parts if len(parts) > 1 else [word])  # PYTHONSTARTUP=x.py: a file to come
                          if (p := _inside(part, cwd, root, folders=env or folders,
                                           named=script or (env and part != parts[0] and bool(_FILE.search(part))))))
@@ -241,7 +242,9 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
             if command and command[-1].isdigit():
                 command.pop()
             if todo and todo[-1] not in _OPERATORS:
-                todo.pop()
+                target = todo.pop()
+                if word == "<":  # `while read f; do "./$f"; done < hooks.txt`: a text it reads, each line a name
+                    command += [os.path.join(".", target), *_lines(target, bases, top)]
             continue
         if word not in _OPERATORS:
             command.append(word)
@@ -306,6 +309,15 @@ _PREFIXES = frozenset({"then", "else", "elif", "do", "if", "while", "until", "co
 _WRAPPERS = frozenset({"env", "exec", "nice", "nohup", "timeout", "ionice", "flock", "xargs", "sudo", "script"})
 
 
+def _lines(name: str, folders: Iterable[Path], top: Path) -> list[str]:
+    """The lines of the file ``name`` in each of ``folders`` (inside ``top``), each a word (a path from there: a file
+    to come too); past :data:`MAX_WORK` of them, :data:`WHOLE`."""
+    lines = [line if " " in line else os.path.join(".", line) for folder in folders
+             if (path := _resolved(folder / name)) and top in path.parents
+             for line in map(str.strip, read_text(path).splitlines()) if line]
+    return lines if len(lines) <= MAX_WORK else [WHOLE]
+
+
 def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]], named: set[str]) -> list[str]:
     """The command text a simple command runs beside its own words, each once a folder (see
     :func:`simple_commands`): a script, and what a runner reads (:data:`_RUNNERS`). A folder whose files it may run
@@ -341,7 +353,7 @@ def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
         computed = _COMPUTED.search(evaluated) if shell and not word.startswith("-") else None
         if computed and "/" not in evaluated[:computed.start()] and not any(c.isspace() for c in word):
             whole.add(cwd)  # sh "$f": no folder of its own (sh tools/*.sh: tools, as command_files says)
-        given_file = n > runner and command[n - 1] in reads  # make -f x.mk
+        given_file = n > runner and command[n - 1] in reads or n > verb and command[verb] in _INCLUDES  # make -f x
         if path is not None and text and (n == verb or given_file or shell or text.startswith("#!")):
             read.add((path, key[1]))
             first = text.partition("\n")[0]
@@ -439,6 +451,9 @@ _RUNNERS = {**dict.fromkeys(_NODE - {"node"}, ("package.json", ".npmrc", ".yarnr
 """A runner -> the files of each folder it runs from that it reads, and the options whose file it reads (``make -f
 x.mk``, ``ssh -F cfg``), each read as a script; ``""``: a language the reader does not parse, or a folder run whole:
 its script's folder (or the folder it is given) is held whole."""
+
+
+_INCLUDES = frozenset({"include", "-include", "sinclude"})  # a Makefile's: each argument a Makefile it reads
 
 
 def _name(word: str) -> str:

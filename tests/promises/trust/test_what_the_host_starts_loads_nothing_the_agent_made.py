@@ -197,7 +197,12 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
         ("just lint", {}, "justfile"),
         # A ${V:-default} is its default (the variable may be unset) and computed (it may be set): its folder whole.
         ('exec "${HOOK_DIR:-scripts}/pre.sh"', {"scripts/pre.sh": "true\n"}, "scripts/other.sh"),
-        ('python3 "${TOOLS:-tools}/x.py"', {"tools/x.py": "pass\n"}, "tools/x.py")])),
+        ('python3 "${TOOLS:-tools}/x.py"', {"tools/x.py": "pass\n"}, "tools/x.py"),
+        # A `<` target is a text the command reads, each line a name; a Makefile's include, a Makefile it reads.
+        ('while read f; do "./$f"; done < hooks.txt', {"hooks.txt": "a.hook\n"}, "a.hook"),
+        ("make -s check", {"Makefile": "-include .env\ncheck:\n\t@true\n"}, ".env"),
+        ("make -s check", {"Makefile": "include rules.mk\n", "rules.mk": "x:\n\tsh tools/r.sh\n",
+                           "tools/r.sh": "true\n"}, "tools/r.sh")])),
     ({"alias.ci": "!git -c core.hooksPath=tools/hooks commit"}, {"tools/hooks/README": "x\n"},
      "tools/hooks/pre-commit"),
 ]
