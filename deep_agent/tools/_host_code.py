@@ -168,9 +168,11 @@ def command_files(words: list[str], base: Path, root: Path | None, *, folders: b
             parts = [part for part in WORD_PARTS.split(word) if part]
             env = _KEY.match(word) is not None  # PYTHONPATH=./lib cmd, git -c core.hooksPath=x: folders too
             # tools/*.sh, tools/{a,b}.sh, ${V:-tools/x.sh}, open('tools/x.py'): the folder the name is computed in.
+            # At the top ("./$f", ./*.hook) no sandbox can hold a pattern's files to come: the top whole.
             found.update(p for part in _LITERAL.findall(_defaults(word)) if _COMPUTED.search(word) and "/" in part
-                         if (p := _inside(part if part.endswith("/") else os.path.dirname(part), cwd, root,
-                                          folders=True, named=True)))
+                         for folder in [part if part.endswith("/") else os.path.dirname(part)]
+                         if (p := _inside(folder, cwd, root, folders=True, named=True)
+                             or (top if _resolved(cwd / folder) == top else None)))
             script = n > 0 and (command[n - 1:n] == program and bool(Path(word).suffix)  # missing yet or not
                                 or program[:1] == command[:1] and command[0] in _INCLUDES)
             found.update(p for part in (parts if len(parts) > 1 else [word])  # PYTHONSTARTUP=x.py: a file to come
@@ -350,7 +352,8 @@ def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
         sourced = shell and command[n - 1] in (".", "source")
         key = (path, top if sourced else cwd)  # a sourced one is read in place once: for every folder at once
         text = read_text(path) if path and top in path.parents and key not in read else ""
-        computed = _COMPUTED.search(evaluated) if shell and not word.startswith("-") else None
+        run = shell or command[n - 1:n] in (["-exec"], ["-execdir"])  # find -exec {}: a program it computes
+        computed = _COMPUTED.search(evaluated) if run and not word.startswith("-") else None
         if computed and "/" not in evaluated[:computed.start()] and not any(c.isspace() for c in word):
             whole.add(cwd)  # sh "$f": no folder of its own (sh tools/*.sh: tools, as command_files says)
         given_file = n > runner and command[n - 1] in reads or n > verb and command[verb] in _INCLUDES  # make -f x
@@ -378,6 +381,8 @@ def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
     paths = {w: p for w in sorted(named) if (p := _resolved(cwd / w)) and top in p.parents}
     files = [part for w, p in paths.items() if os.path.isfile(p) for part in (w, ";")]
     folders = [w for p in paths.values() if stdin and os.path.isdir(p) for w in ("(", _AT, str(p), ";", WHOLE, ")")]
+    if stdin and not folders and "xargs" in map(_name, command):  # ls | xargs sh: the names of its own folder
+        folders = ["(", _AT, str(cwd), ";", WHOLE, ")"]
     return [*out, "(", _AT, str(cwd), ";", *files, *folders, ")", ";"]
 
 

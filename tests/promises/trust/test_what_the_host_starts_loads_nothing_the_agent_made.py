@@ -201,6 +201,10 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
         # A `<` target is a text the command reads, each line a name; a Makefile's include, a Makefile it reads.
         ('while read f; do "./$f"; done < hooks.txt', {"hooks.txt": "a.hook\n"}, "a.hook"),
         ("make -s check", {"Makefile": "-include .env\ncheck:\n\t@true\n"}, ".env"),
+        # A name computed at the top: no sandbox holds a pattern's files to come, so the top is held whole.
+        ('for f in ./*.hook; do "$f"; done', {}, "a.hook"),
+        ('find . -maxdepth 1 -name "*.hook" -exec {} \\;', {}, "a.hook"),
+        ("ls | grep '\\.hook$' | xargs -n1 sh", {}, "a.hook"),
         ("make -s check", {"Makefile": "include rules.mk\n", "rules.mk": "x:\n\tsh tools/r.sh\n",
                            "tools/r.sh": "true\n"}, "tools/r.sh")])),
     ({"alias.ci": "!git -c core.hooksPath=tools/hooks commit"}, {"tools/hooks/README": "x\n"},
