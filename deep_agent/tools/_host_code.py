@@ -352,11 +352,11 @@ def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
         sourced = shell and command[n - 1] in (".", "source")
         key = (path, top if sourced else cwd)  # a sourced one is read in place once: for every folder at once
         text = read_text(path) if path and top in path.parents and key not in read else ""
-        run = shell or command[n - 1:n] in (["-exec"], ["-execdir"])  # find -exec {}: a program it computes
+        given_file = n > runner and command[n - 1] in reads or n > verb and command[verb] in _INCLUDES  # make -f x
+        run = shell or given_file or command[n - 1:n] in (["-exec"], ["-execdir"])  # find -exec {}: computed
         computed = _COMPUTED.search(evaluated) if run and not word.startswith("-") else None
         if computed and "/" not in evaluated[:computed.start()] and not any(c.isspace() for c in word):
             whole.add(cwd)  # sh "$f": no folder of its own (sh tools/*.sh: tools, as command_files says)
-        given_file = n > runner and command[n - 1] in reads or n > verb and command[verb] in _INCLUDES  # make -f x
         if path is not None and text and (n == verb or given_file or shell or text.startswith("#!")):
             read.add((path, key[1]))
             first = text.partition("\n")[0]

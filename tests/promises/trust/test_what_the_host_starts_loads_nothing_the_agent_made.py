@@ -201,6 +201,7 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
         # A `<` target is a text the command reads, each line a name; a Makefile's include, a Makefile it reads.
         ('while read f; do "./$f"; done < hooks.txt', {"hooks.txt": "a.hook\n"}, "a.hook"),
         ("make -s check", {"Makefile": "-include .env\ncheck:\n\t@true\n"}, ".env"),
+        ("make -s check", {"Makefile": "include *.mk\ncheck:\n\t@true\n"}, "evil.mk"),
         # A name computed at the top: no sandbox holds a pattern's files to come, so the top is held whole.
         ('for f in ./*.hook; do "$f"; done', {}, "a.hook"),
         ('find . -maxdepth 1 -name "*.hook" -exec {} \\;', {}, "a.hook"),
