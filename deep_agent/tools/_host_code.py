@@ -168,10 +168,13 @@ def command_files(words: list[str], base: Path, root: Path | None, *, folders: b
             parts = [part for part in WORD_PARTS.split(word) if part]
             env = _KEY.match(word) is not None  # PYTHONPATH=./lib cmd, git -c core.hooksPath=x: folders too
             # tools/*.sh, tools/{a,b}.sh, ${V:-tools/x.sh}, open('tools/x.py'): the folder the name is computed in.
-            found.update(p for part in _LITERAL.findall(word) if _COMPUTED.search(word) and "/" in part
-                         if (p := _inside(part if part.endswith("/") else os.path.dirname(part), cwd, root,
-                                          folders=True, named=True)))
-            script = n > 0 and command[n - 1:n] == program and bool(Path(word).suffix)  # missing yet or not
+            # At the top ("./$f", ./*.hook) no sandbox can hold a pattern's files to come: the top whole.
+            found.update(p for part in _LITERAL.findall(_defaults(word)) if _COMPUTED.search(word) and "/" in part
+                         for folder in [part if part.endswith("/") else os.path.dirname(part)]
+                         if (p := _inside(folder, cwd, root, folders=True, named=True)
+                             or (top if _resolved(cwd / folder) == top else None)))
+            script = n > 0 and (command[n - 1:n] == program and bool(Path(word).suffix)  # missing yet or not
+                                or program[:1] == command[:1] and command[0] in _INCLUDES)
             found.update(p for part in (parts if len(parts) > 1 else [word])  # PYTHONSTARTUP=x.py: a file to come
                          if (p := _inside(part, cwd, root, folders=env or folders,
                                           named=script or (env and part != parts[0] and bool(_FILE.search(part))))))
@@ -210,6 +213,16 @@ def script_text(text: str) -> str:
 _HEREDOC = re.compile(r"(?<!<)<<-?\s*\\?['\"]?(\w+)")
 
 
+def own_path(text: str, path: Path | None) -> str:
+    """A script's ``text`` with ``$0`` as its ``path`` and each ``$(dirname P)`` as ``P/..`` (``cd "$(dirname "$0")"``:
+    its own folder); a sourced one's (no ``path``) ``$0`` is its caller's, the script read last."""
+    own = shlex.quote(str(path)) if path else f"${{{_SCRIPT}}}"
+    text = (f"{_SCRIPT}={own}\n" if path else "") + _ZERO.sub(own, text)
+    while (parent := _DIRNAME.sub(lambda m: f"{m[1] or m[2]}/..", text)) != text:  # dirname "$(dirname "$0")"
+        text = parent
+    return text
+
+
 def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], Path]]:
     """Each simple command of ``words`` (with the ``NAME=value`` words it and an ``export`` set; ``$PWD`` its folder;
     no redirection) and each folder it may run in from ``base``: a ``cd DIR`` adds ``DIR`` (missing yet too; one
@@ -231,7 +244,9 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
             if command and command[-1].isdigit():
                 command.pop()
             if todo and todo[-1] not in _OPERATORS:
-                todo.pop()
+                target = todo.pop()
+                if word == "<":  # `while read f; do "./$f"; done < hooks.txt`: a text it reads, each line a name
+                    command += [os.path.join(".", target), *_lines(target, bases, top)]
             continue
         if word not in _OPERATORS:
             command.append(word)
@@ -269,7 +284,9 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
                 exported += [w for w in command if _ASSIGNMENT.match(w)]
             if not program or name == ["export"]:  # MOD=x; python3 -m "$MOD": a variable set is read as its value
                 for var, _, value in (w.partition("=") for w in command if _ASSIGNMENT.match(w)):
-                    values[var] = value if var not in values else None  # set twice: which one holds is unknown
+                    # Set twice to two values: which one holds is unknown; a script's own path is the one read last.
+                    value = _expand(value, top, top, values)
+                    values[var] = value if values.get(var, value) == value or var == _SCRIPT else None
             command = []
             if inline:  # read before the word that ended the command: `(cd app && sh ../lint.sh)` reads it in app
                 todo += [word, ";", *reversed(inline)]
@@ -284,10 +301,23 @@ def simple_commands(words: list[str], base: Path) -> Iterator[tuple[list[str], P
         command = []
 
 
-_SCRIPT_DIR = re.compile(r"\$\(\s*dirname\s+(--\s+)?\"?\$\{?0\}?\"?\s*\)|`dirname\s+(--\s+)?\"?\$0\"?`")
+_ZERO = re.compile(r"\$\{?0\}?(?!\w)")  # the script's own path
+_DIRNAME = re.compile(r"\$\(\s*dirname\s+(?:--\s+)?\"?([^\s\"'`()]+)\"?\s*\)"
+                      r"|`dirname\s+(?:--\s+)?\"?([^\s\"'`()]+)\"?`")
+_SCRIPT = f"_{secrets.token_hex(16)}"  # a variable: the path of the script a sourced text's $0 names
 _IMPORTS = re.compile(r"(?:^|[;\s])(?:from|import)\s+([A-Za-z_]\w*)")
 _AT = f"\x00in-{secrets.token_hex(16)}"  # unguessable: no text a checkout holds can move the reader's folder
 _PREFIXES = frozenset({"then", "else", "elif", "do", "if", "while", "until", "command", "builtin", "time"})
+_WRAPPERS = frozenset({"env", "exec", "nice", "nohup", "timeout", "ionice", "flock", "xargs", "sudo", "script"})
+
+
+def _lines(name: str, folders: Iterable[Path], top: Path) -> list[str]:
+    """The lines of the file ``name`` in each of ``folders`` (inside ``top``), each a word (a path from there: a file
+    to come too); past :data:`MAX_WORK` of them, :data:`WHOLE`."""
+    lines = [line if " " in line else os.path.join(".", line) for folder in folders
+             if (path := _resolved(folder / name)) and top in path.parents
+             for line in map(str.strip, read_text(path).splitlines()) if line]
+    return lines if len(lines) <= MAX_WORK else [WHOLE]
 
 
 def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]], named: set[str]) -> list[str]:
@@ -302,7 +332,8 @@ def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
     shell = ""  # after a shell, `.` or `source`: its first operand is a script ("s"), after -c a command ("c")
     whole = set()
     verb = next((n for n, word in enumerate(command) if not _ASSIGNMENT.match(word)), 0)
-    runner = next((n for n, word in enumerate(command) if _name(word) in _RUNNERS), len(command))
+    runner = next((n for n, word in enumerate(command) if _name(word) in _RUNNERS  # a program, not `layout node`
+                   and (n == verb or command[n - 1] in _PREFIXES or _name(command[verb]) in _WRAPPERS)), len(command))
     reads = _RUNNERS.get(_name(command[runner]) if runner < len(command) else "", ())
     if runner < len(command):  # from its folder (npm --prefix sub, make -C sub: any folder a word names too)
         args = command[runner + 1:]
@@ -316,14 +347,16 @@ def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
     for n, word in enumerate(command):
         if any(c.isspace() for c in word) and (inner := shell_words(word)) != [word]:  # sh -c '...', alias r='...'
             out += ["(", _AT, str(cwd), ";", *inner, ")", ";"]
-        path = _resolved(cwd / word) if not word.startswith("-") else None
+        evaluated = _defaults(word)  # exec "${DIR:-scripts}/pre.sh": scripts/pre.sh
+        path = _resolved(cwd / evaluated) if not word.startswith("-") else None
         sourced = shell and command[n - 1] in (".", "source")
         key = (path, top if sourced else cwd)  # a sourced one is read in place once: for every folder at once
         text = read_text(path) if path and top in path.parents and key not in read else ""
-        computed = _COMPUTED.search(word) if shell and not word.startswith("-") else None
-        if computed and "/" not in word[:computed.start()] and not any(c.isspace() for c in word):
+        given_file = n > runner and command[n - 1] in reads or n > verb and command[verb] in _INCLUDES  # make -f x
+        run = shell or given_file or command[n - 1:n] in (["-exec"], ["-execdir"])  # find -exec {}: computed
+        computed = _COMPUTED.search(evaluated) if run and not word.startswith("-") else None
+        if computed and "/" not in evaluated[:computed.start()] and not any(c.isspace() for c in word):
             whole.add(cwd)  # sh "$f": no folder of its own (sh tools/*.sh: tools, as command_files says)
-        given_file = n > runner and command[n - 1] in reads  # make -f x.mk
         if path is not None and text and (n == verb or given_file or shell or text.startswith("#!")):
             read.add((path, key[1]))
             first = text.partition("\n")[0]
@@ -331,8 +364,7 @@ def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
             shell_script = not interpreter or any(_SHELL.fullmatch(_name(w)) for w in interpreter)
             json = path.suffix == ".json" and text != WHOLE  # package.json: each string a command run in its folder
             text = "\n".join(re.findall(r'"((?:[^"\\]|\\.)*)"', text)) if json else text
-            if not sourced:  # cd "$(dirname "$0")": its own folder
-                text = _SCRIPT_DIR.sub(shlex.quote(str(path.parent)), text)
+            text = own_path(text, None if sourced else path)
             body = shell_words(script_text(text)) if shell_script else []
             out += [*body, ";"] if sourced else ["(", _AT, str(cwd), ";", *interpreter, str(path), ";", *body, ")",
                                                  ";"]
@@ -349,6 +381,8 @@ def _runs(command: list[str], cwd: Path, top: Path, read: set[tuple[Path, Path]]
     paths = {w: p for w in sorted(named) if (p := _resolved(cwd / w)) and top in p.parents}
     files = [part for w, p in paths.items() if os.path.isfile(p) for part in (w, ";")]
     folders = [w for p in paths.values() if stdin and os.path.isdir(p) for w in ("(", _AT, str(p), ";", WHOLE, ")")]
+    if stdin and not folders and "xargs" in map(_name, command):  # ls | xargs sh: the names of its own folder
+        folders = ["(", _AT, str(cwd), ";", WHOLE, ")"]
     return [*out, "(", _AT, str(cwd), ";", *files, *folders, ")", ";"]
 
 
@@ -424,6 +458,9 @@ x.mk``, ``ssh -F cfg``), each read as a script; ``""``: a language the reader do
 its script's folder (or the folder it is given) is held whole."""
 
 
+_INCLUDES = frozenset({"include", "-include", "sinclude"})  # a Makefile's: each argument a Makefile it reads
+
+
 def _name(word: str) -> str:
     return Path(word).name.strip("${}") if not _ASSIGNMENT.match(word) else ""
 
@@ -444,12 +481,19 @@ _LITERAL = re.compile(r"[\w./~@%+][\w./~@%+-]*")  # the literal runs of such a w
 _PWD = re.compile(r"\$\{?PWD\}?|\$\(pwd\)")  # the shell's own folder, as a word names it
 _TOP = re.compile(r"\$\(git rev-parse --show-toplevel\)")
 _VARIABLE = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")
+_DEFAULT = re.compile(r"\$\{[A-Za-z_]\w*:?[-=]([^{}$]*)\}")
 
 
 def _expand(word: str, cwd: Path, top: Path, values: dict[str, str | None]) -> str:
     """``word`` with the shell's folder, the working tree's top and the variables a command set before it."""
     word = _TOP.sub(str(top), _PWD.sub(str(cwd), word))
-    return _VARIABLE.sub(lambda found: values.get(found.group(1)) or found.group(0), word)
+    return _VARIABLE.sub(lambda found: values.get(found.group(1)) or (
+        os.path.expanduser("~") if found.group(1) == "HOME" else found.group(0)), word)
+
+
+def _defaults(word: str) -> str:
+    """``word`` with each ``${V:-default}`` (``-``, ``:=``, ``=``) as its default: a variable that may be unset."""
+    return _DEFAULT.sub(lambda found: found.group(1), word)
 
 
 STDLIB_TRIES = frozenset({"org", "java", "docutils", "vms_lib", "_winreg", "win32api", "win32con", "win32evtlogutil"})

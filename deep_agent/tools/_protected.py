@@ -36,6 +36,7 @@ from deep_agent.tools._host_code import (
     _resolved,
     command_files,
     import_names,
+    own_path,
     read_regular,
     read_text,
     script_text,
@@ -541,7 +542,7 @@ def _hook_entries(hooks: list[Path]) -> Iterator[tuple[Path | None, str, str]]:
         text = read_text(hook)
         quoted = shlex.quote(str(hook))
         shebang = [f"{text[2:].partition(chr(10))[0]} {quoted}"] if text.startswith("#!") else []
-        yield from ((hook, "", value) for value in (quoted, *shebang, script_text(text)))
+        yield from ((hook, "", value) for value in (quoted, *shebang, script_text(own_path(text, hook))))
 
 
 def _loaded_by_host(root: Path, started: Iterable[tuple[str, Path, str]]) -> Iterator[tuple[Path, str]]:

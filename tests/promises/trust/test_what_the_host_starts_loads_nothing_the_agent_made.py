@@ -194,7 +194,20 @@ ROUTES = [  # (git config of the repository, files, what a command plants)
         ("make -C sub lint", {"sub/a.c": "x\n"}, "sub/Makefile"),
         ("make -f build.mk", {"build.mk": "all:\n\tsh tools/b.sh\n", "tools/b.sh": "true\n"}, "tools/b.sh"),
         ("just lint", {"justfile": "lint:\n    sh tools/j.sh\n", "tools/j.sh": "true\n"}, "tools/j.sh"),
-        ("just lint", {}, "justfile")])),
+        ("just lint", {}, "justfile"),
+        # A ${V:-default} is its default (the variable may be unset) and computed (it may be set): its folder whole.
+        ('exec "${HOOK_DIR:-scripts}/pre.sh"', {"scripts/pre.sh": "true\n"}, "scripts/other.sh"),
+        ('python3 "${TOOLS:-tools}/x.py"', {"tools/x.py": "pass\n"}, "tools/x.py"),
+        # A `<` target is a text the command reads, each line a name; a Makefile's include, a Makefile it reads.
+        ('while read f; do "./$f"; done < hooks.txt', {"hooks.txt": "a.hook\n"}, "a.hook"),
+        ("make -s check", {"Makefile": "-include .env\ncheck:\n\t@true\n"}, ".env"),
+        ("make -s check", {"Makefile": "include *.mk\ncheck:\n\t@true\n"}, "evil.mk"),
+        # A name computed at the top: no sandbox holds a pattern's files to come, so the top is held whole.
+        ('for f in ./*.hook; do "$f"; done', {}, "a.hook"),
+        ('find . -maxdepth 1 -name "*.hook" -exec {} \\;', {}, "a.hook"),
+        ("ls | grep '\\.hook$' | xargs -n1 sh", {}, "a.hook"),
+        ("make -s check", {"Makefile": "include rules.mk\n", "rules.mk": "x:\n\tsh tools/r.sh\n",
+                           "tools/r.sh": "true\n"}, "tools/r.sh")])),
     ({"alias.ci": "!git -c core.hooksPath=tools/hooks commit"}, {"tools/hooks/README": "x\n"},
      "tools/hooks/pre-commit"),
 ]
@@ -244,6 +257,49 @@ def test_a_common_hooks_computed_words_leave_the_tree_writable(runner, hook):
     ws = runner.ws
     protected = repository(runner, {}, {".git/hooks/pre-commit": hook, "src/app.py": "x\n", "tests/t.py": "y\n"})
     assert protected.why(ws / "src" / "app.py") is None and protected.why(ws / "tests" / "t.py") is None
+
+
+HUSKY_9 = """#!/usr/bin/env sh
+n=$(basename "$0")
+s=$(dirname "$(dirname "$0")")/$n
+[ ! -f "$s" ] && exit 0
+i="${XDG_CONFIG_HOME:-$HOME/.config}/husky/init.sh"
+[ -f "$i" ] && . "$i"
+[ "${HUSKY-}" = "0" ] && exit 0
+export PATH="node_modules/.bin:$PATH"
+sh -e "$s" "$@"
+"""
+HUSKY_8 = """#!/usr/bin/env sh
+if [ -z "$husky_skip_init" ]; then
+  readonly hook_name="$(basename -- "$0")"
+  if [ -f ~/.huskyrc ]; then
+    . ~/.huskyrc
+  fi
+  readonly husky_skip_init=1
+  export husky_skip_init
+  sh -e "$0" "$@"
+  exit $?
+fi
+"""
+
+
+@pytest.mark.parametrize(("config", "files", "held"), [
+    ({"core.hooksPath": ".husky/_"}, {".husky/_/h": HUSKY_9, ".husky/_/pre-commit": '. "$(dirname "$0")/h"\n',
+                                      ".husky/pre-commit": "npx lint-staged\n"}, ".husky/pre-commit"),
+    ({"core.hooksPath": ".husky"}, {".husky/_/husky.sh": HUSKY_8, ".husky/pre-commit":
+                                    '#!/usr/bin/env sh\n. "$(dirname -- "$0")/_/husky.sh"\nnpx lint-staged\n'},
+     ".husky/pre-commit"),
+    ({}, {".envrc": "layout node\n"}, ".envrc")], ids=["husky-9", "husky-8", "direnv-layout-node"])
+def test_a_stock_hook_manager_holds_its_folder_not_the_tree(runner, config, files, held):
+    """husky's stock scripts compute the hook they run from ``$0`` (``$(dirname "$(dirname "$0")")/$n``: the
+    ``.husky`` folder) and source a file under ``$HOME``; ``layout node`` names no program. Found by a review: each
+    held the whole working tree read-only (``touch newfile`` failed), husky 9's ``.husky/pre-commit`` unheld before."""
+    ws = runner.ws
+    protected = repository(runner, config, {**files, "src/app.py": "x\n"})
+    assert protected.why(ws / "src" / "app.py") is None and protected.why(ws / "newfile") is None
+    assert protected.why(ws / held) is not None and protected.why(ws / ".husky" / "x") is not None or not config
+    out = runner.run("echo edited > src/app.py; touch newfile; echo done", protected=protected)
+    assert "done" in out and (ws / "src" / "app.py").read_text() == "edited\n" and (ws / "newfile").exists(), out
 
 
 MARKER = "print('PLANTED-ON-THE-HOST')\nraise SystemExit\n"
