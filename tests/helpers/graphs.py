@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain_core.tools import tool
 
-from deep_agent._testing import tool_call
+from deep_agent._testing import ScriptedChatModel, tool_call
 
 
 @tool
@@ -86,3 +86,18 @@ async def call(mode: str, graph: Any, inputs: Any, config: dict[str, Any] | None
     if mode == "sync":
         return await asyncio.to_thread(graph.invoke, inputs, config)
     return await graph.ainvoke(inputs, config)
+
+
+class Gated(ScriptedChatModel):
+    """A scripted model that answers once ``gate`` (a ``threading.Event``) is set: a call held running."""
+
+    gate: Any = None
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.gate.wait(60)  # a hang guard only: the test opens the gate
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        while not self.gate.is_set():
+            await asyncio.sleep(0.01)
+        return await super()._agenerate(messages, stop, run_manager, **kwargs)

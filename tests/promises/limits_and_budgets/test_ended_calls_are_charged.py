@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from helpers.background import wait_for
 from helpers.billing import BillingModel
-from helpers.graphs import records, user
+from helpers.graphs import Gated, records, user
 from langchain_core.messages import AIMessageChunk, HumanMessage
 from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.tools import tool
@@ -167,26 +167,11 @@ def test_calls_the_runs_meter_is_handed_twice_are_charged_once_a_run_id_shared_o
     assert billed <= budget.tokens <= billed + LEARNED_SCALE_MARGIN * max(i for i, _ in model.billed)
 
 
-class _Gated(ScriptedChatModel):
-    """Answers once ``gate`` is set."""
-
-    gate: Any = None
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-        self.gate.wait(60)  # a hang guard only: the test opens the gate
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
-        while not self.gate.is_set():
-            await asyncio.sleep(0.01)
-        return await super()._agenerate(messages, stop, run_manager, **kwargs)
-
-
 def test_a_call_running_when_its_task_times_out_is_in_the_tasks_record_as_the_budget_charged_it(run):
     # The budget was charged for it (at cancellation on ainvoke, when it ended in its abandoned thread on invoke),
     # but the record, made as the task ended, showed 0 charged tokens: the record and the budget disagreed.
     gate = threading.Event()
-    child = _Gated(default="late answer", model_name="child", gate=gate)
+    child = Gated(default="late answer", model_name="child", gate=gate)
     parent = ScriptedChatModel(model_name="parent", responses=[
         {"tool_calls": [tool_call("task", description="job " * 500, subagent_type="w")]}, "done"])
     # The parent's calls cost nothing: the budget's dollars are the child's, a dollar a million tokens.
@@ -214,7 +199,7 @@ def test_a_call_reporting_more_after_its_task_timed_out_is_named_in_the_record(r
     # ainvoke): the call ends after the record was made, and its report beyond what it held went to the budget
     # alone, while nothing in the record said any could come.
     gate = threading.Event()
-    slow = _Gated(default="late answer " * 8_000, model_name="child", gate=gate)  # ~24,000 tokens: past its bound
+    slow = Gated(default="late answer " * 8_000, model_name="child", gate=gate)  # ~24,000 tokens: past its bound
 
     @tool
     def ask(q: str) -> str:

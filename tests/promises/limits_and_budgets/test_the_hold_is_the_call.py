@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 import pytest
-from helpers.graphs import echo, parent_script, records, user
+from helpers.graphs import Gated, echo, parent_script, records, user
 from langchain_core.messages import AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.runnables.config import ContextThreadPoolExecutor
@@ -104,27 +104,12 @@ def test_a_reply_naming_another_running_calls_model_does_not_move_its_charge(mod
     assert budget.usd >= cost_at(call_price(prices, "dear"), short_in, 15_000)  # the dear call at its price at least
 
 
-class _Gated(ScriptedChatModel):
-    """Answers once ``gate`` is set."""
-
-    gate: Any = None
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-        self.gate.wait(60)  # a hang guard only: the test opens the gate
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
-        while not self.gate.is_set():
-            await asyncio.sleep(0.01)
-        return await super()._agenerate(messages, stop, run_manager, **kwargs)
-
-
 def test_a_call_cancelled_with_its_task_is_unsettled_as_one_left_running_is(run):
     # On ainvoke the timed-out child's call is cancelled with its task: only the awaiting side stops (a model whose
     # async call runs its SDK in a thread, a provider generating on after a disconnect), yet its record said no more
     # could come of it, and a task cut short on each call spent 3x the limit. On invoke it runs on in its thread.
     gate = threading.Event()
-    child = _Gated(default="late answer", model_name="child", gate=gate)
+    child = Gated(default="late answer", model_name="child", gate=gate)
     parent = ScriptedChatModel(model_name="parent", responses=parent_script(("job " * 500, "w")))
     budget = Budget(max_tokens=10**7)
     spec = {"name": "w", "description": "w", "model": child, "timeout_s": 1.0}
@@ -259,7 +244,7 @@ def test_a_background_task_cancelled_mid_call_records_the_call_as_charged_and_un
     # provider, a thread the cancel does not stop, billed it whole.
     gate, sent = threading.Event(), threading.Event()
 
-    class Child(_Gated):
+    class Child(Gated):
         async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
             sent.set()
             return await super()._agenerate(messages, stop, run_manager, **kwargs)
