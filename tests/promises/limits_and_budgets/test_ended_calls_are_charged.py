@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import threading
 import uuid
-from typing import Any
 
 import pytest
 from helpers.background import wait_for
