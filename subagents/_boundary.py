@@ -172,9 +172,8 @@ def _named_code(value: Any) -> bool:
 
 
 def _reachable(value: Any, code: set[int], *, copied: bool = False) -> dict[int, Any]:
-    """Every mutable object ``value`` holds (itself too), by id, as the garbage collector sees them (not a
-    function's globals and code) and through live weak references. Classes are code, not looked into, but in a
-    deep copy (``copied``) a class the copy made (not in ``code``, not named by its module) is."""
+    """Every mutable object ``value`` holds (itself too), by id, as the GC sees them (not a function's globals or code)
+    and live weak references; classes are code, bar one a deep copy made (not in ``code``, unnamed by its module)."""
     found: dict[int, Any] = {}
     stack = [value]
     while stack:
@@ -301,9 +300,8 @@ def own_copies(state: Mapping[str, Any], parent: Mapping[str, Any] | None = None
 
 
 def _user_stop_in_copy(exc: BaseException) -> bool:
-    """Whether what a copy raised is the user's stop: a ``CancelledError`` is the value's (copying is
-    synchronous); a ``KeyboardInterrupt`` the user's from a signal handler, or on the main thread under
-    Python's default handler (there it cannot be told apart)."""
+    """Whether a copy's raise is the user's stop: a ``CancelledError`` is the value's (copying is synchronous); a
+    ``KeyboardInterrupt`` is from a signal handler, or on the main thread under the default one (indistinguishable)."""
     kind = type(exc)
     if issubclass(kind, asyncio.CancelledError):
         return False
@@ -810,9 +808,8 @@ def _one(key: str, value: Any, inputs: Mapping[str, Any], channels: Mapping[str,
 
 
 def _carried(value: Any, checkpointed: bool) -> tuple[Any, str | None]:
-    """``(our copy of value, None)`` for the parent to carry, or ``(value, why it cannot)``. LangGraph
-    deep-copies a tool's update: of our copy, a value the child never held, so a value whose copy works once
-    (or is itself), then raises, fails here."""
+    """``(our copy of value, None)`` for the parent to carry, or ``(value, why it cannot)``. LangGraph deep-copies
+    a tool's update (our copy, not the child's): a value whose copy works once (or is itself), then raises, fails."""
     try:
         copied = copy.deepcopy(copy.deepcopy(value))
     except BaseException as exc:  # noqa: BLE001 - any type: a value whose copy raises is skipped

@@ -491,9 +491,8 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
 
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,
                       model_for: Callable[[Any], Any], inherited: Sequence[Any], *, inherits_model: bool) -> list[Any]:
-    """The child's middleware: retries, the parent's model-level and policy ones (the child's own of one name wins,
-    but the parent's data policy always holds, beside it under its own name), then its own: the spec's (never a
-    delegating one), approvals, condenser, hooks."""
+    """Retries, the parent's model-level and policy ones (the child's own of one name wins, but the parent's data
+    policy always holds beside it), then the spec's (never a delegating one), approvals, condenser, hooks."""
     for mw in filter(is_delegating_middleware, spec.middleware):
         log.warning("subagent %r: dropped delegating middleware %s", spec.name, mw.name)
     middleware = [mw for mw in spec.middleware if not is_delegating_middleware(mw)]
