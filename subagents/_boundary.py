@@ -118,8 +118,7 @@ _OS_HANDLES = (mmap.mmap, io.FileIO, socket.socket)
 
 
 def _immutable(value: Any) -> bool:
-    """Whether ``value`` is immutable all the way down (code, a class or a function its module names, counts:
-    it is shared as it is, as a subgraph is)."""
+    """Whether ``value`` is immutable all the way down (code, a class or function its module names, counts): shared."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -381,8 +380,7 @@ def fork_history(messages: Sequence[Any], tool_call_id: str | None) -> list[Base
 
 def forked_input(parent_state: Mapping[str, Any], description: str, blocked: frozenset[str], tool_call_id: str | None
                 ) -> tuple[dict[str, Any], int]:
-    """The child's initial state for a fork (only ``messages`` differs from an isolated child's), and the
-    approximate tokens it inherits."""
+    """A fork child's initial state (only ``messages`` differs from an isolated one's) and its token estimate."""
     # The child's own copies, by the copy rule (own_copies): a middleware editing a message in place edits its own.
     history = fork_history(parent_state.get("messages") or (), tool_call_id)
     copied, withheld = own_copies({"history": history}, parent_state)

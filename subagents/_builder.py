@@ -249,8 +249,7 @@ def _checked_keywords() -> frozenset[str]:
 
 
 def _costly_keyword(node: Any) -> str | None:
-    """The first keyword of a JSON Schema that a validator checks and :data:`LINEAR_KEYWORDS` does not hold (a
-    property's name is a name, not one)."""
+    """The first JSON Schema keyword a validator checks that :data:`LINEAR_KEYWORDS` lacks (a property name isn't)."""
     pending = [node]
     while pending:
         schema = pending.pop()
