@@ -289,25 +289,18 @@ def own_copies(state: Mapping[str, Any], parent: Mapping[str, Any] | None = None
                     parents.update(_reachable(value, code))
                     to_copy[key] = value
             except BaseException as exc:  # noqa: BLE001 - any failure to copy withholds the key, never shares it
-                if _user_stop_in_copy(exc):
+                # The user's stop goes on: a ``CancelledError`` is the value's (copying is synchronous); a
+                # ``KeyboardInterrupt`` is from a signal handler, or on the main thread under the default one.
+                if not isinstance(exc, asyncio.CancelledError) and (is_real_cancellation(exc) if not isinstance(
+                        exc, KeyboardInterrupt) else from_signal_handler(exc) or (
+                        threading.current_thread() is threading.main_thread()
+                        and signal.getsignal(signal.SIGINT) is signal.default_int_handler)):
                     raise
                 withheld[safe_text(key, 200)] = f"cannot be copied ({type_name(exc)}: {safe_text(exc, 200)})"
     copies = {key: copies[key] for key in state if key in copies}  # the state's order
     if withheld:
         log.warning("state keys not given to a subagent: %s", withheld)
     return copies, withheld
-
-
-def _user_stop_in_copy(exc: BaseException) -> bool:
-    """Whether a copy's raise is the user's stop: a ``CancelledError`` is the value's (copying is synchronous); a
-    ``KeyboardInterrupt`` is from a signal handler, or on the main thread under the default one (indistinguishable)."""
-    kind = type(exc)
-    if issubclass(kind, asyncio.CancelledError):
-        return False
-    if issubclass(kind, KeyboardInterrupt):
-        return from_signal_handler(exc) or (threading.current_thread() is threading.main_thread()
-                                            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-    return is_real_cancellation(exc)
 
 
 @dataclasses.dataclass(frozen=True)
