@@ -321,21 +321,17 @@ def describe_violation(exc: BaseException) -> str:
     if isinstance(exc, MultipleStructuredOutputsError):
         return "called the output tool more than once in one reply; call it exactly once"
     source = getattr(exc, "source", None) if isinstance(exc, StructuredOutputValidationError) else exc
-    seen = 0
-    while source is not None and seen < 8:
+    for _ in range(8):  # the cause chain, bounded
         if isinstance(source, ValidationError):
-            return _clip("; ".join(_pydantic_reason(e) for e in source.errors()[:3]))
-        source = source.__cause__
-        seen += 1
+            reasons = []
+            for error in source.errors()[:3]:
+                inner = (error.get("ctx") or {}).get("error")
+                where = ".".join(str(p) for p in error.get("loc", ())) or "(top level)"
+                reasons.append(str(inner) if isinstance(inner, ValueError) and error.get("type") == "value_error"
+                               else f"{where}: {error.get('msg', 'invalid')}")
+            return _clip("; ".join(reasons))
+        source = getattr(source, "__cause__", None)
     return _clip(str(exc))
-
-
-def _pydantic_reason(error: Mapping[str, Any]) -> str:
-    inner = (error.get("ctx") or {}).get("error")
-    if isinstance(inner, ValueError) and error.get("type") == "value_error":
-        return str(inner)
-    where = ".".join(str(p) for p in error.get("loc", ())) or "(top level)"
-    return f"{where}: {error.get('msg', 'invalid')}"
 
 
 def _clip(text: str) -> str:
