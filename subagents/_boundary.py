@@ -140,9 +140,8 @@ def _immutable(value: Any) -> bool:
 
 
 def _one_zone(zone: datetime.tzinfo | None) -> bool:
-    """Whether ``zone`` is one its library keeps once (pytz's UTC, dateutil's, a ``ZoneInfo``): its deep copy is
-    itself through ``__reduce__`` and it holds no fields. One with a copy hook of its own (or a ``__getattr__``
-    that could lend one), or with fields, is copied with its datetime, or withheld."""
+    """Whether ``zone`` is one its library keeps once (pytz's UTC, dateutil's, a ``ZoneInfo``): deep-copied as itself
+    by ``__reduce__``, no fields nor copy hook (or ``__getattr__`` lending one); else copied with its datetime."""
     hooked = any(inspect.getattr_static(zone, hook, None) is not None for hook in ("__deepcopy__", "__copy__",
                                                                                     "__getattr__"))
     if zone is None or hooked or inspect.isfunction(inspect.getattr_static(zone, "__getattribute__", None)):
