@@ -86,9 +86,8 @@ class LoopProbe:
             if now - self._sent < self.stall_s:
                 return
             beats, waited = self._seen
-            waited_now = _cpu_wait_s(self.thread_id)
             # No scheduler statistics here: the frozen count decides; starved: what held the loop was not its code.
-            if self.beats != beats or (waited is not None and waited_now is not None
+            if self.beats != beats or (waited is not None and (waited_now := _cpu_wait_s(self.thread_id)) is not None
                                        and waited_now - waited >= (now - self._sent) / 2):
                 self._open(now)  # busy: the probe waits its turn; judge the next stretch afresh
                 return
