@@ -621,9 +621,8 @@ class BackgroundSubagentMiddleware(AgentMiddleware):
 
     async def _answer_open(self, state: AgentState[ResponseT], calls: Sequence[Mapping[str, Any]],
                            config: RunnableConfig, saved: Sequence[CheckpointTuple] = ()) -> dict[str, object]:
-        """Each open call answered (:func:`answer_open_calls`): a local start gets the record of the task that
-        runs here or left an outcome, else ``lost``; a remote one is left to orphan adoption, which asks its server
-        (it knows whether it ran)."""
+        """Each open call answered (:func:`answer_open_calls`): a local start with the record of its task here or
+        its outcome, else ``lost``; a remote one left to orphan adoption, which asks its server (it knows)."""
         thread_id = (config.get("configurable") or {}).get("thread_id")
         ledger = ledger_of(state)
         db = await checkpoint_db(config)

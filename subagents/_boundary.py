@@ -118,8 +118,7 @@ _OS_HANDLES = (mmap.mmap, io.FileIO, socket.socket)
 
 
 def _immutable(value: Any) -> bool:
-    """Whether ``value`` is immutable all the way down (code, a class or a function its module names, counts:
-    it is shared as it is, as a subgraph is)."""
+    """Whether ``value`` is immutable all the way down (code, a class or function its module names, counts): shared."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -141,9 +140,8 @@ def _immutable(value: Any) -> bool:
 
 
 def _one_zone(zone: datetime.tzinfo | None) -> bool:
-    """Whether ``zone`` is one its library keeps once (pytz's UTC, dateutil's, a ``ZoneInfo``): its deep copy is
-    itself through ``__reduce__`` and it holds no fields. One with a copy hook of its own (or a ``__getattr__``
-    that could lend one), or with fields, is copied with its datetime, or withheld."""
+    """Whether ``zone`` is one its library keeps once (pytz's UTC, dateutil's, a ``ZoneInfo``): deep-copied as itself
+    by ``__reduce__``, no fields nor copy hook (or ``__getattr__`` lending one); else copied with its datetime."""
     hooked = any(inspect.getattr_static(zone, hook, None) is not None for hook in ("__deepcopy__", "__copy__",
                                                                                     "__getattr__"))
     if zone is None or hooked or inspect.isfunction(inspect.getattr_static(zone, "__getattribute__", None)):
@@ -172,9 +170,8 @@ def _named_code(value: Any) -> bool:
 
 
 def _reachable(value: Any, code: set[int], *, copied: bool = False) -> dict[int, Any]:
-    """Every mutable object ``value`` holds (itself too), by id, as the garbage collector sees them (not a
-    function's globals and code) and through live weak references. Classes are code, not looked into, but in a
-    deep copy (``copied``) a class the copy made (not in ``code``, not named by its module) is."""
+    """Every mutable object ``value`` holds (itself too), by id, as the GC sees them (not a function's globals or code)
+    and live weak references; classes are code, bar one a deep copy made (not in ``code``, unnamed by its module)."""
     found: dict[int, Any] = {}
     stack = [value]
     while stack:
@@ -291,26 +288,18 @@ def own_copies(state: Mapping[str, Any], parent: Mapping[str, Any] | None = None
                     parents.update(_reachable(value, code))
                     to_copy[key] = value
             except BaseException as exc:  # noqa: BLE001 - any failure to copy withholds the key, never shares it
-                if _user_stop_in_copy(exc):
+                # The user's stop goes on: a ``CancelledError`` is the value's (copying is synchronous); a
+                # ``KeyboardInterrupt`` is from a signal handler, or on the main thread under the default one.
+                if not isinstance(exc, asyncio.CancelledError) and (is_real_cancellation(exc) if not isinstance(
+                        exc, KeyboardInterrupt) else from_signal_handler(exc) or (
+                        threading.current_thread() is threading.main_thread()
+                        and signal.getsignal(signal.SIGINT) is signal.default_int_handler)):
                     raise
                 withheld[safe_text(key, 200)] = f"cannot be copied ({type_name(exc)}: {safe_text(exc, 200)})"
     copies = {key: copies[key] for key in state if key in copies}  # the state's order
     if withheld:
         log.warning("state keys not given to a subagent: %s", withheld)
     return copies, withheld
-
-
-def _user_stop_in_copy(exc: BaseException) -> bool:
-    """Whether what a copy raised is the user's stop: a ``CancelledError`` is the value's (copying is
-    synchronous); a ``KeyboardInterrupt`` the user's from a signal handler, or on the main thread under
-    Python's default handler (there it cannot be told apart)."""
-    kind = type(exc)
-    if issubclass(kind, asyncio.CancelledError):
-        return False
-    if issubclass(kind, KeyboardInterrupt):
-        return from_signal_handler(exc) or (threading.current_thread() is threading.main_thread()
-                                            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-    return is_real_cancellation(exc)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -383,8 +372,7 @@ def fork_history(messages: Sequence[Any], tool_call_id: str | None) -> list[Base
 
 def forked_input(parent_state: Mapping[str, Any], description: str, blocked: frozenset[str], tool_call_id: str | None
                 ) -> tuple[dict[str, Any], int]:
-    """The child's initial state for a fork (only ``messages`` differs from an isolated child's), and the
-    approximate tokens it inherits."""
+    """A fork child's initial state (only ``messages`` differs from an isolated one's) and its token estimate."""
     # The child's own copies, by the copy rule (own_copies): a middleware editing a message in place edits its own.
     history = fork_history(parent_state.get("messages") or (), tool_call_id)
     copied, withheld = own_copies({"history": history}, parent_state)
@@ -810,9 +798,8 @@ def _one(key: str, value: Any, inputs: Mapping[str, Any], channels: Mapping[str,
 
 
 def _carried(value: Any, checkpointed: bool) -> tuple[Any, str | None]:
-    """``(our copy of value, None)`` for the parent to carry, or ``(value, why it cannot)``. LangGraph
-    deep-copies a tool's update: of our copy, a value the child never held, so a value whose copy works once
-    (or is itself), then raises, fails here."""
+    """``(our copy of value, None)`` for the parent to carry, or ``(value, why it cannot)``. LangGraph deep-copies
+    a tool's update (our copy, not the child's): a value whose copy works once (or is itself), then raises, fails."""
     try:
         copied = copy.deepcopy(copy.deepcopy(value))
     except BaseException as exc:  # noqa: BLE001 - any type: a value whose copy raises is skipped

@@ -249,8 +249,7 @@ def _checked_keywords() -> frozenset[str]:
 
 
 def _costly_keyword(node: Any) -> str | None:
-    """The first keyword of a JSON Schema that a validator checks and :data:`LINEAR_KEYWORDS` does not hold (a
-    property's name is a name, not one)."""
+    """The first JSON Schema keyword a validator checks that :data:`LINEAR_KEYWORDS` lacks (a property name isn't)."""
     pending = [node]
     while pending:
         schema = pending.pop()
@@ -322,21 +321,17 @@ def describe_violation(exc: BaseException) -> str:
     if isinstance(exc, MultipleStructuredOutputsError):
         return "called the output tool more than once in one reply; call it exactly once"
     source = getattr(exc, "source", None) if isinstance(exc, StructuredOutputValidationError) else exc
-    seen = 0
-    while source is not None and seen < 8:
+    for _ in range(8):  # the cause chain, bounded
         if isinstance(source, ValidationError):
-            return _clip("; ".join(_pydantic_reason(e) for e in source.errors()[:3]))
-        source = source.__cause__
-        seen += 1
+            reasons = []
+            for error in source.errors()[:3]:
+                inner = (error.get("ctx") or {}).get("error")
+                where = ".".join(str(p) for p in error.get("loc", ())) or "(top level)"
+                reasons.append(str(inner) if isinstance(inner, ValueError) and error.get("type") == "value_error"
+                               else f"{where}: {error.get('msg', 'invalid')}")
+            return _clip("; ".join(reasons))
+        source = getattr(source, "__cause__", None)
     return _clip(str(exc))
-
-
-def _pydantic_reason(error: Mapping[str, Any]) -> str:
-    inner = (error.get("ctx") or {}).get("error")
-    if isinstance(inner, ValueError) and error.get("type") == "value_error":
-        return str(inner)
-    where = ".".join(str(p) for p in error.get("loc", ())) or "(top level)"
-    return f"{where}: {error.get('msg', 'invalid')}"
 
 
 def _clip(text: str) -> str:
@@ -491,9 +486,8 @@ def guard_for(middleware: Sequence[Any], *, has_tools: bool) -> OneLevelGuard | 
 
 def _child_middleware(spec: SubagentSpec, options: BuildOptions, tools: Sequence[Any], model: Any,
                       model_for: Callable[[Any], Any], inherited: Sequence[Any], *, inherits_model: bool) -> list[Any]:
-    """The child's middleware: retries, the parent's model-level and policy ones (the child's own of one name wins,
-    but the parent's data policy always holds, beside it under its own name), then its own: the spec's (never a
-    delegating one), approvals, condenser, hooks."""
+    """Retries, the parent's model-level and policy ones (the child's own of one name wins, but the parent's data
+    policy always holds beside it), then the spec's (never a delegating one), approvals, condenser, hooks."""
     for mw in filter(is_delegating_middleware, spec.middleware):
         log.warning("subagent %r: dropped delegating middleware %s", spec.name, mw.name)
     middleware = [mw for mw in spec.middleware if not is_delegating_middleware(mw)]

@@ -859,26 +859,21 @@ class TaskRunner:
             run.open_transcript(self.new_sink)
             run.configure(spec, prices=self.prices, budget=self.budget, metadata_key=TASK_ID_METADATA_KEY,
                           wrap_up=self.wrap_up)
-            self._resume_usage(run)
+            if self._paused_usage:  # nothing paused: no lock to take
+                with self._paused_lock:
+                    kept = self._paused_usage.pop(run.task_id, None)
+                if kept:
+                    run.carried = True
+                    if kept["usage"] and run.meter is not None:
+                        run.meter.carry(kept["usage"])
+                    # The task began when its first segment did; the pause is waiting, not work.
+                    run.waiting_ms = kept["waiting_ms"] + max(0.0, run.started_at - kept["paused_at"]) * 1000
+                    run.carried_ms, run.ran_s, run.started_at = kept["work_ms"], kept["ran_s"], kept["started_at"]
         except UnknownSubagent as exc:
             return self._refuse(run, safe_text(exc), "invalid_call")
         except Exception as exc:  # noqa: BLE001 - a bad spec or sink fails this task alone
             return self._refuse(run, safe_text(exc), describe_failure(exc)[0])
         return run
-
-    def _resume_usage(self, run: Delegation) -> None:
-        if not self._paused_usage:  # nothing paused: no lock to take
-            return
-        with self._paused_lock:
-            carried = self._paused_usage.pop(run.task_id, None)
-        if not carried:
-            return
-        run.carried = True
-        if carried["usage"] and run.meter is not None:
-            run.meter.carry(carried["usage"])
-        # The task began when its first segment did; the pause is waiting, not work.
-        run.waiting_ms = carried["waiting_ms"] + max(0.0, run.started_at - carried["paused_at"]) * 1000
-        run.carried_ms, run.ran_s, run.started_at = carried["work_ms"], carried["ran_s"], carried["started_at"]
 
     def _finish(self, run: Delegation, result: Mapping[str, Any], answer: str, read: ChildAnswer,
                 cut_short_by: SubagentError | None = None) -> TaskOutcome:

@@ -162,9 +162,8 @@ async def _record_background(agent: Any, config: dict[str, Any], tree: TaskTree)
 
 
 async def _stream(agent: Any, inputs: Any, config: dict[str, Any], tree: TaskTree, sessions: Path) -> None:
-    """One stretch of the run (to its end or an approval); Ctrl-C ends it as ``KeyboardInterrupt``, at any step.
-    A cancellation can be turned into an error or swallowed on its way up (LangGraph): the Ctrl-C handler's
-    flag decides, read at every step and as the stream ends."""
+    """One stretch of the run (to its end or an approval); Ctrl-C ends it as ``KeyboardInterrupt``: LangGraph may
+    turn a cancellation into an error or swallow it, so the handler's flag decides, read at each step and the end."""
     try:
         async with contextlib.aclosing(agent.astream(inputs, config, stream_mode=["custom", "updates"],
                                                      subgraphs=True)) as stream:

@@ -57,8 +57,7 @@ GITIGNORE = "# Created by deep-agent: this folder is the CLI's state, not part o
 
 def resolve_state_dir(path: str | Path | None, *, create: bool = True) -> Path:
     """The state folder as an absolute path (stored transcript paths work from anywhere); with ``create``, made
-    (with a ``.gitignore`` of ``*``) and checked writable. A symlinked default is refused: the checkout would choose.
-    """
+    (with a ``.gitignore`` of ``*``) and checked writable. A symlinked default is refused: the checkout would pick."""
     state = (Path(path).expanduser() if path else Path.cwd() / DEFAULT_STATE_DIR).absolute()
     flag = "--state-dir" if path else "state directory"
     if not path and state.is_symlink():

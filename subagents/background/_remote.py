@@ -917,8 +917,7 @@ async def _refresh_server(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, re
 
 async def _thread_states(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: Sequence[Mapping[str, Any]]
                          ) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """The live tasks' thread rows and the threads known to have ended: one search by ids, or by metadata on a
-    server that refused it once (aegra)."""
+    """Live tasks' thread rows and the ended threads: one search by ids, or by metadata where refused (aegra)."""
     if spec.server not in runner.pool.without_id_search:
         try:
             return await _thread_rows(runner, spec, [r["thread_id"] for r in records], ["thread_id", "status"]), set()
@@ -931,8 +930,7 @@ async def _thread_states(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, rec
 
 async def _states_by_parent(runner: RemoteTaskRunner, spec: RemoteSubagentSpec, records: Sequence[Mapping[str, Any]]
                             ) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """Thread rows by one metadata search per parent for its busy (and waiting) threads; a live task's thread not
-    among them has ended."""
+    """Thread rows by one metadata search per parent for busy and waiting threads; a live one not among them ended."""
     parents: dict[str, set[str]] = {}
     for record in records:
         parent = record.get("parent_thread_id")

@@ -85,7 +85,10 @@ class LoopProbe:
                 return
             if now - self._sent < self.stall_s:
                 return
-            if not self._blocked_for(now - self._sent):
+            beats, waited = self._seen
+            # No scheduler statistics here: the frozen count decides; starved: what held the loop was not its code.
+            if self.beats != beats or (waited is not None and (waited_now := _cpu_wait_s(self.thread_id)) is not None
+                                       and waited_now - waited >= (now - self._sent) / 2):
                 self._open(now)  # busy: the probe waits its turn; judge the next stretch afresh
                 return
             self._blocked = True
@@ -98,15 +101,6 @@ class LoopProbe:
 
     def _open(self, now: float) -> None:  # a new window: the beats and CPU wait it starts from
         self._sent, self._seen = now, (self.beats, _cpu_wait_s(self.thread_id))
-
-    def _blocked_for(self, elapsed: float) -> bool:
-        beats, waited = self._seen
-        if self.beats != beats:
-            return False
-        waited_now = _cpu_wait_s(self.thread_id)
-        if waited is None or waited_now is None:  # no scheduler statistics here: the frozen count decides
-            return True
-        return waited_now - waited < elapsed / 2  # not starved: what held the loop was its own code
 
 
 def _cpu_wait_s(thread_id: int | None) -> float | None:
