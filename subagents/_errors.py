@@ -46,6 +46,17 @@ def redact_url(text: str) -> str:
     return _USERINFO.sub(lambda m: f"{m[1]}{m[2].partition(':')[0]}:***@" if ":" in m[2] else f"{m[1]}***@", text)
 
 
+def nests_deeper(pattern: str, limit: int = 100) -> bool:
+    """Whether ``pattern``'s groups nest past ``limit``: compiling them recurses as deep, and a finalizer the garbage
+    collector runs down there fails too (an unraisable error), so such a pattern is refused before it is compiled."""
+    depth = 0
+    for token in re.findall(r"\\.|\[(?:\\.|[^\]])*\]|[()]", pattern):  # an escape and a class hold no group
+        depth += {"(": 1, ")": -1}.get(token, 0)
+        if depth > limit:
+            return True
+    return False
+
+
 class SubagentsError(Exception):
     """The base of every error the library raises (:class:`SubagentError`: a running delegation's)."""
 

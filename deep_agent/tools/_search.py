@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from deep_agent.tools._files import _tool
 from deep_agent.tools._workspace import NotRegularFile, Workspace, is_folder, open_regular
-from subagents._errors import InvalidArgument
+from subagents._errors import InvalidArgument, nests_deeper
 from subagents._transcripts import NOT_REGULAR
 
 # ``Path.glob`` walks into ``node_modules`` and ``.git`` and cannot be stopped between matches. GlobWalk
@@ -237,6 +237,8 @@ def search_tools(ws: Workspace) -> list[StructuredTool]:
                                 f"would compile to about {size:.3g} parts (at most {MAX_PATTERN_SIZE:,}); "
                                 "use smaller counts such as {1,100}")
         try:
+            if nests_deeper(pattern):
+                raise RecursionError
             compiled = regex.compile(pattern)
         # not only regex.error: OverflowError (a{99999999999}) and RecursionError (deep groups) too
         except (regex.error, OverflowError, RecursionError) as exc:

@@ -24,7 +24,7 @@ from langgraph.config import get_config
 from langgraph.types import Command
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from subagents._errors import SpecError, brief
+from subagents._errors import SpecError, brief, nests_deeper
 from subagents._outcome import TASK_ID_METADATA_KEY, stopped_by_limit
 from subagents._plans import adrive, drive
 from subagents.definitions._on_host import DID_NOT_START, confinement, launch
@@ -63,6 +63,8 @@ class HookMatcher(BaseModel):
             return "*"
         if isinstance(value, str) and value not in ("", "*"):
             try:
+                if nests_deeper(value):
+                    raise RecursionError
                 re.compile(value)
             # re.compile raises more than re.error: OverflowError for a{99999999999},
             # RecursionError for groups nested hundreds deep.
