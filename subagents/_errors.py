@@ -8,6 +8,7 @@ data in messages is bounded by :func:`brief`; url credentials are hidden by :fun
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import reprlib
 import signal
@@ -49,12 +50,8 @@ def redact_url(text: str) -> str:
 def nests_deeper(pattern: str, limit: int = 100) -> bool:
     """Whether ``pattern``'s groups nest past ``limit``: compiling them recurses as deep, and a finalizer the garbage
     collector runs down there fails too (an unraisable error), so such a pattern is refused before it is compiled."""
-    depth = 0
-    for token in re.findall(r"\\.|\[(?:\\.|[^\]])*\]|[()]", pattern):  # an escape and a class hold no group
-        depth += {"(": 1, ")": -1}.get(token, 0)
-        if depth > limit:
-            return True
-    return False
+    tokens = re.findall(r"\\.|\[(?:\\.|[^\]])*\]|[()]", pattern)  # an escape and a class hold no group
+    return max(itertools.accumulate({"(": 1, ")": -1}.get(token, 0) for token in tokens), default=0) > limit
 
 
 class SubagentsError(Exception):

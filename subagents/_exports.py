@@ -18,8 +18,7 @@ _EXPORTED: dict[str, dict[str, str]] = {}  # private module -> name -> the packa
 
 
 def publish(error: type[BaseException]) -> None:
-    """Name the package exporting ``error`` as its module, if one does (called as each library error class is made,
-    and for one made before its package's exports were known)."""
+    """Name the package exporting ``error`` as its module, if one does (a traceback's name, pickle's path)."""
     package = _EXPORTED.get(error.__module__, {}).get(error.__qualname__)
     if package is not None:
         error.__module__ = package
